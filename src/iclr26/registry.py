@@ -1,0 +1,115 @@
+"""The nineteen papers: slug -> metadata and (for implemented ones) the experiment module.
+
+Experiment modules are imported lazily so that ``iclr26 list`` stays fast and a paper's heavy
+dependencies load only when that paper runs. An experiment module defines:
+
+- ``Config``: a dataclass whose fields use :func:`iclr26.core.param` (default + one-line doc);
+- ``PRESETS``: ``{"smoke": {...}, "default": {...}, "paper": {...}}`` overrides of ``Config``;
+- ``DESCRIPTION``: a few lines on what the reproduction does;
+- ``run(cfg, ctx) -> Result``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from iclr26.core.errors import UserError
+
+PRESET_NAMES = ("smoke", "default", "paper")
+
+
+@dataclass(frozen=True)
+class Paper:
+    num: str
+    slug: str
+    area: str
+    title: str
+    id: str
+    module: str | None = None  # dotted experiment module when implemented
+
+    @property
+    def status(self) -> str:
+        return "implemented" if self.module else "planned"
+
+    @property
+    def docs(self) -> str:
+        return f"docs/{self.slug}.md"
+
+    def load(self) -> ModuleType:
+        if self.module is None:
+            raise UserError(f"{self.slug} is planned, not implemented yet; implemented: {', '.join(implemented())}")
+        return importlib.import_module(self.module)
+
+
+def _exp(slug: str) -> str:
+    return "iclr26.experiments." + slug.replace("-", "_")
+
+
+PAPERS: tuple[Paper, ...] = (
+    Paper("P1", "strategic-dishonesty", "interp",
+          "Strategic Dishonesty Can Undermine AI Safety Evaluations of Frontier LLMs", "arXiv 2509.18058"),
+    Paper("P2", "humof", "motion",
+          "HUMOF: Human Motion Forecasting in Interactive Social Scenes", "arXiv 2506.03753"),
+    Paper("P3", "composable-subnetworks", "sparsity",
+          "Composable Sparse Subnetworks via Maximum-Entropy Principle", "OpenReview IHwx5ioIP2"),
+    Paper("P4", "mi-ue", "poisoning",
+          "Why Do Unlearnable Examples Work: A Novel Perspective of Mutual Information", "arXiv 2603.03725"),
+    Paper("P5", "culture-neurons", "interp",
+          "Neuron-Level Analysis of Cultural Understanding in Large Language Models", "arXiv 2510.08284"),
+    Paper("P6", "memorization-anisotropy", "diffusion",
+          "Detecting and Mitigating Memorization in Diffusion Models through Anisotropy of the "
+          "Log-Probability", "arXiv 2601.20642"),
+    Paper("P7", "role-modality-attacks", "interp",
+          "Misaligned Roles, Misplaced Images: Structural Input Perturbations Expose Multimodal "
+          "Alignment Blind Spots", "arXiv 2504.03735"),
+    Paper("P8", "nufilt", "merging",
+          "Null-Space Filtering for Data-Free Continual Model Merging", "arXiv 2509.21413"),
+    Paper("P9", "degenerate-explanations", "graphs",
+          "GNN Explanations that do not Explain and How to find Them", "arXiv 2601.20815"),
+    Paper("P10", "sae-bias-latents", "interp",
+          "Can SAEs reveal and mitigate racial biases of LLMs in healthcare?", "arXiv 2511.00177"),
+    Paper("P11", "latent-planning", "interp", "Latent Planning Emerges with Scale", "arXiv 2604.12493"),
+    Paper("P12", "reasoning-misalignment", "interp",
+          "When Thinking Backfires: Mechanistic Insights Into Reasoning-Induced Misalignment",
+          "arXiv 2509.00544"),
+    Paper("P13", "functional-rectified-flow", "flows",
+          "Flow Straight and Fast in Hilbert Space: Functional Rectified Flow", "arXiv 2509.10384"),
+    Paper("P14", "ampo", "rl",
+          "Adaptive Social Learning via Mode Policy Optimization for Language Agents", "arXiv 2505.02156"),
+    Paper("P15", "rangeformer", "architectures",
+          "RangeFormer: transformers for linear algebra (title not confirmed)", "OpenReview GBkRMi3qjD"),
+    Paper("P16", "fdfi", "flows", "Flow-Disentangled Feature Importance", "OpenReview Fx8AtzGlTS"),
+    Paper("P17", "hyper-set", "architectures",
+          "Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization", "arXiv 2502.11646"),
+    Paper("P18", "ptq-meta-weighting", "diffusion",
+          "Beyond Uniformity: Sample and Frequency Meta Weighting for Post-Training Quantization of "
+          "Diffusion Models", "OpenReview FDdOD3qwS7"),
+    Paper("P19", "sae-seeds", "interp",
+          "Sparse Autoencoders Trained on the Same Data Learn Different Features", "arXiv 2501.16615",
+          module=_exp("sae-seeds")),
+)
+
+_BY_SLUG = {p.slug: p for p in PAPERS}
+
+
+def get(slug: str) -> Paper:
+    try:
+        return _BY_SLUG[slug]
+    except KeyError:
+        close = difflib.get_close_matches(slug, list(_BY_SLUG), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see `iclr26 list`"
+        raise UserError(f"unknown paper slug {slug!r}{hint}") from None
+
+
+def implemented() -> list[str]:
+    return [p.slug for p in PAPERS if p.module]
+
+
+def presets(module: ModuleType) -> dict[str, dict]:
+    pre = dict(getattr(module, "PRESETS", {}))
+    for name in PRESET_NAMES:
+        pre.setdefault(name, {})
+    return pre

@@ -1,0 +1,181 @@
+"""Markdown and one self-contained HTML page over one or many run directories (thin layer)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from iclr26.core.errors import UserError
+from iclr26.core.io import atomic_write_text
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        if x != x:
+            return "nan"
+        if x == 0 or 1e-3 <= abs(x) < 1e5:
+            return f"{x:.4g}"
+        return f"{x:.3e}"
+    return str(x)
+
+
+def _verdict(c: dict) -> str:
+    if c["holds"]:
+        return "held"
+    return "not held" if c.get("gated", True) else "not held (reported only)"
+
+
+def claims_table_rows(claims: list[dict]) -> list[list[str]]:
+    return [[c["name"], _verdict(c), _fmt(c["value"]), f"{c['op']} {_fmt(c['threshold'])}", c["statement"]]
+            for c in claims]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = [[str(cell).replace("|", "\\|").replace("\n", " ") for cell in row] for row in rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in esc]
+    return "\n".join(lines)
+
+
+def _load(run_dir: Path) -> dict[str, Any]:
+    if not (run_dir / "claims.json").exists():
+        raise UserError(f"{run_dir} is not a finished iclr26 run directory (no claims.json)")
+    data: dict[str, Any] = {"dir": run_dir}
+    for name in ("config", "metrics", "claims", "env"):
+        p = run_dir / f"{name}.json"
+        data[name] = json.loads(p.read_text()) if p.exists() else {}
+    notes = run_dir / "notes.md"
+    data["notes"] = notes.read_text() if notes.exists() else ""
+    cap = run_dir / "figures" / "captions.json"
+    data["captions"] = json.loads(cap.read_text()) if cap.exists() else {}
+    data["figures"] = sorted((run_dir / "figures").glob("*.png"))
+    return data
+
+
+def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
+    cfg = data["config"]
+    slug = cfg.get("slug", data["dir"].name)
+    from iclr26 import registry
+
+    try:
+        title = registry.get(slug).title
+    except UserError:
+        title = slug
+    claims = data["claims"]
+    held = sum(c["holds"] for c in claims)
+    gated = [c for c in claims if c.get("gated", True)]
+    lines = [f"# {slug} — {title}", "",
+             f"Preset `{cfg.get('preset')}`, seed {cfg.get('seed')}, device {data['env'].get('device')}, "
+             f"wall time {_fmt(data['metrics'].get('wall_time_s', float('nan')))} s. "
+             f"Claims held: {held}/{len(claims)} "
+             f"(gated: {sum(c['holds'] for c in gated)}/{len(gated)}).", "",
+             "## Claims", "",
+             _md_table(["claim", "verdict", "measured", "threshold", "statement"], claims_table_rows(claims)),
+             ""]
+    details = [c for c in claims if c.get("detail")]
+    if details:
+        lines += ["", *[f"- **{c['name']}**: {c['detail']}" for c in details], ""]
+    if data["notes"]:
+        lines += ["## Notes", "", data["notes"].strip(), ""]
+    lines += ["## Metrics", "",
+              _md_table(["metric", "value"], [[k, _fmt(v)] for k, v in data["metrics"].items()]), ""]
+    if data["figures"]:
+        lines += ["## Figures", ""]
+        for f in data["figures"]:
+            cap = data["captions"].get(f.stem, f.stem)
+            lines += [f"![{cap}]({fig_prefix}{f.name})", "", f"*{cap}*", ""]
+    lines += ["## Config", "", "```json", json.dumps(cfg.get("config", {}), indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def write_run_markdown(run_dir: str | Path, *, notes: str = "", captions: dict[str, str] | None = None) -> Path:
+    """Write ``report.md`` (and ``notes.md`` / ``figures/captions.json``) for one finished run."""
+    run_dir = Path(run_dir)
+    if notes:
+        atomic_write_text(run_dir / "notes.md", notes)
+    if captions:
+        atomic_write_text(run_dir / "figures" / "captions.json", json.dumps(captions, indent=2))
+    data = _load(run_dir)
+    path = run_dir / "report.md"
+    atomic_write_text(path, run_markdown(data))
+    return path
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:.92em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.held{color:#0a0;font-weight:600}.nothold{color:#c00;font-weight:600}.soft{color:#b70}
+img{max-width:100%;border:1px solid #eee}figure{margin:1.2em 0}figcaption{font-size:.9em;color:#555}
+pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.85em}details{margin:.5em 0}
+"""
+
+
+def _html_run(data: dict[str, Any]) -> str:
+    cfg = data["config"]
+    slug = cfg.get("slug", data["dir"].name)
+    e = html.escape
+    rows = []
+    for c in data["claims"]:
+        cls = "held" if c["holds"] else ("nothold" if c.get("gated", True) else "soft")
+        rows.append(f"<tr><td>{e(c['name'])}</td><td class='{cls}'>{e(_verdict(c))}</td>"
+                    f"<td>{e(_fmt(c['value']))}</td><td>{e(c['op'])} {e(_fmt(c['threshold']))}</td>"
+                    f"<td>{e(c['statement'])}{'<br><small>' + e(c['detail']) + '</small>' if c.get('detail') else ''}</td></tr>")
+    parts = [f"<h2 id='{e(slug)}'>{e(slug)} <small>({e(str(data['dir']))})</small></h2>",
+             f"<p>Preset <code>{e(str(cfg.get('preset')))}</code>, seed {e(str(cfg.get('seed')))}, "
+             f"wall time {e(_fmt(data['metrics'].get('wall_time_s', float('nan'))))} s.</p>",
+             "<table><tr><th>claim</th><th>verdict</th><th>measured</th><th>threshold</th><th>statement</th></tr>",
+             *rows, "</table>"]
+    if data["notes"]:
+        parts.append(f"<h3>Notes</h3><pre>{e(data['notes'])}</pre>")
+    for f in data["figures"]:
+        b64 = base64.b64encode(f.read_bytes()).decode()
+        cap = data["captions"].get(f.stem, f.stem)
+        parts.append(f"<figure><img alt='{e(cap)}' src='data:image/png;base64,{b64}'>"
+                     f"<figcaption>{e(cap)}</figcaption></figure>")
+    mrows = "".join(f"<tr><td>{e(k)}</td><td>{e(_fmt(v))}</td></tr>" for k, v in data["metrics"].items())
+    parts.append(f"<details><summary>Metrics ({len(data['metrics'])})</summary><table>{mrows}</table></details>")
+    parts.append(f"<details><summary>Config</summary><pre>{e(json.dumps(cfg.get('config', {}), indent=2))}</pre></details>")
+    return "\n".join(parts)
+
+
+def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> tuple[Path, Path]:
+    """Render ``report.md`` and a self-contained ``report.html`` over one or many runs.
+
+    With one run and no ``out``, both land in the run directory; otherwise in ``out``
+    (default: the parent of the first run).
+    """
+    if not run_dirs:
+        raise UserError("iclr26 report needs at least one run directory")
+    datas = []
+    for d in run_dirs:
+        p = Path(d)
+        if not p.is_dir():
+            raise UserError(f"run directory not found: {p}")
+        datas.append(_load(p))
+    if out is None:
+        out = datas[0]["dir"] if len(datas) == 1 else datas[0]["dir"].parent
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = [[d["config"].get("slug", d["dir"].name), str(d["config"].get("preset")),
+                f"{sum(c['holds'] for c in d['claims'] if c.get('gated', True))}/"
+                f"{sum(1 for c in d['claims'] if c.get('gated', True))}",
+                _fmt(d["metrics"].get("wall_time_s", float("nan"))), str(d["dir"])] for d in datas]
+    header = ["paper", "preset", "gated claims held", "wall s", "run"]
+    md = ["# iclr26 report", "", _md_table(header, summary), ""]
+    for d in datas:
+        rel = d["dir"].resolve().relative_to(out.resolve()) if d["dir"].resolve().is_relative_to(out.resolve()) else d["dir"].resolve()
+        md.append(run_markdown(d, fig_prefix=f"{rel.as_posix().rstrip('/')}/figures/" if str(rel) != "." else "figures/"))
+    md_path = out / "report.md"
+    atomic_write_text(md_path, "\n".join(md))
+    e = html.escape
+    srows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in summary)
+    body = [f"<h1>iclr26 report</h1><table><tr>{''.join(f'<th>{h}</th>' for h in header)}</tr>{srows}</table>"]
+    body += [_html_run(d) for d in datas]
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iclr26 report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    html_path = out / "report.html"
+    atomic_write_text(html_path, page)
+    return md_path, html_path

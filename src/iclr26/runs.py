@@ -1,0 +1,187 @@
+"""Run directories and the result types every experiment returns.
+
+A run directory holds ``config.json``, ``metrics.json``, ``claims.json``, ``env.json``,
+``figures/*.png`` and ``report.md``. It is never overwritten: an existing name gets a suffix.
+Files are written under a temporary name and renamed, so an interrupted run leaves no
+half-written file under its final name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from iclr26.core.errors import UserError
+from iclr26.core.io import atomic_write_text
+
+_OPS = {
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+}
+
+
+@dataclass
+class Claim:
+    """One checkable statement of a paper, with the value the run measured.
+
+    ``holds`` is computed from ``value op threshold``; ``gated=False`` marks a claim that is
+    reported but not expected to hold at this preset (the spec says why, e.g. C4 of sae-seeds).
+    """
+
+    name: str
+    statement: str
+    value: float
+    op: str
+    threshold: float
+    gated: bool = True
+    detail: str = ""
+    holds: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.op not in _OPS:
+            raise ValueError(f"claim op must be one of {sorted(_OPS)}, got {self.op!r}")
+        self.value = float(self.value)
+        self.threshold = float(self.threshold)
+        self.holds = bool(math.isfinite(self.value) and _OPS[self.op](self.value, self.threshold))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def claim(name: str, statement: str, value: float, op: str, threshold: float, *,
+          gated: bool = True, detail: str = "") -> Claim:
+    """Build a :class:`Claim`; ``holds`` is computed, never passed."""
+    return Claim(name=name, statement=statement, value=value, op=op, threshold=threshold,
+                 gated=gated, detail=detail)
+
+
+@dataclass
+class Result:
+    """What ``run(cfg, ctx)`` returns: flat numeric metrics, claims, and free-text notes."""
+
+    metrics: dict[str, float]
+    claims: list[Claim]
+    notes: str = ""
+
+
+class RunContext:
+    """Handed to an experiment's ``run``: where to write, which device, which seed."""
+
+    def __init__(self, run_dir: Path, device: torch.device, seed: int, preset: str):
+        self.run_dir = Path(run_dir)
+        self.device = device
+        self.seed = seed
+        self.preset = preset
+        self.figures_dir = self.run_dir / "figures"
+        self.figures_dir.mkdir(parents=True, exist_ok=True)
+        self.figures: list[str] = []
+
+    def save_figure(self, fig: Any, name: str, caption: str = "") -> Path:
+        """Save a matplotlib figure as ``figures/<name>.png`` (atomic) and close it."""
+        import matplotlib.pyplot as plt
+
+        path = self.figures_dir / f"{name}.png"
+        tmp = self.figures_dir / f".{name}.tmp-{os.getpid()}.png"
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        os.replace(tmp, path)
+        self.figures.append(name)
+        if caption:
+            self._captions[name] = caption
+        return path
+
+    @property
+    def _captions(self) -> dict[str, str]:
+        if not hasattr(self, "_cap"):
+            self._cap: dict[str, str] = {}
+        return self._cap
+
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.run_dir / name
+        atomic_write_text(path, json.dumps(data, indent=2, default=_json_default))
+        return path
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return str(o)
+
+
+def new_run_dir(out: str | Path, slug: str, preset: str) -> Path:
+    """Create a fresh directory ``out/<slug>-<preset>[-N]``; never reuse an existing one."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"--out {out}: not a writable directory ({e.strerror or e})") from None
+    base = f"{slug}-{preset}"
+    for i in range(0, 10_000):
+        name = base if i == 0 else f"{base}-{i}"
+        path = out / name
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise UserError(f"too many runs named {base} in {out}")
+
+
+def git_sha() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def env_info(device: torch.device, seed: int) -> dict[str, Any]:
+    import numpy
+    import scipy
+    import sklearn
+
+    import iclr26
+
+    info: dict[str, Any] = {
+        "iclr26": iclr26.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "sklearn": sklearn.__version__,
+        "device": str(device),
+        "cuda": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "seed": seed,
+        "git_sha": git_sha(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    return info
