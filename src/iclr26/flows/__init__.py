@@ -1,0 +1,68 @@
+"""Flow matching: the shared core (paths, velocity regression, ODE solvers) and functional rectified flow (P13)."""
+
+from iclr26.flows.core import (
+    ODE_METHODS,
+    MLPVelocity,
+    encode,
+    fit_velocity,
+    interpolate,
+    odeint,
+    reflow_pairs,
+    sample,
+)
+from iclr26.flows.fno import FNO1d, SpectralConv1d
+from iclr26.flows.functional import (
+    FunctionalRectifiedFlow,
+    X1Prediction,
+    bimodal_functions,
+    functional_loss,
+    functional_sq_norm,
+    gaussian_rf_velocity,
+    mean_power_spectrum,
+    mmd_rbf,
+    relative_cov_error,
+    spectrum_mse,
+    straightness,
+    value_density_mse,
+)
+from iclr26.flows.priors import (
+    FourierPrior,
+    IIDNoise,
+    LogitNormal,
+    MaternGP,
+    make_noise,
+    matern_kernel,
+    uniform_grid,
+)
+
+__all__ = [
+    "ODE_METHODS",
+    "MLPVelocity",
+    "encode",
+    "fit_velocity",
+    "interpolate",
+    "odeint",
+    "reflow_pairs",
+    "sample",
+    "FNO1d",
+    "SpectralConv1d",
+    "FunctionalRectifiedFlow",
+    "X1Prediction",
+    "bimodal_functions",
+    "functional_loss",
+    "functional_sq_norm",
+    "gaussian_rf_velocity",
+    "mean_power_spectrum",
+    "mmd_rbf",
+    "relative_cov_error",
+    "spectrum_mse",
+    "straightness",
+    "value_density_mse",
+    "FourierPrior",
+    "IIDNoise",
+    "LogitNormal",
+    "MaternGP",
+    "make_noise",
+    "matern_kernel",
+    "uniform_grid",
+]
