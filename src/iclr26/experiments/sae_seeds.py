@@ -1,0 +1,647 @@
+"""Sparse Autoencoders Trained on the Same Data Learn Different Features (ICLR 2026, arXiv 2501.16615) — reproduction.
+
+Trains TopK and ReLU-L1 SAEs on identical data in an identical batch order, differing only in the
+initialisation seed, and matches their latents with the Hungarian algorithm on encoder and decoder
+cosines (shared = both partner cosines > 0.7). Part (a) uses synthetic activations from a known sparse
+dictionary, so ground-truth recovery can be scored; part (b) uses MiniLM's layer-3 MLP output over
+Jane Austen's novels (skipped with a note when the model or the text is not installed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr26.core import param
+from iclr26.core.errors import UserError
+from iclr26.data.synthetic import sparse_dictionary_activations
+from iclr26.interp.matching import compare_saes, match_sparse, max_cosine, shared_mask
+from iclr26.interp.train import SAETrainer, sae_stats
+from iclr26.runs import Result, RunContext, claim
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "TopK and ReLU-L1 SAEs trained on the same activations and batch order with different init seeds, "
+    "matched latent-by-latent (Hungarian on encoder and decoder cosines). On synthetic data from a known "
+    "dictionary and on MiniLM activations over Austen's novels it shows that only part of the latents is "
+    "shared across seeds, that the shared fraction falls with width, and that shared latents fire more often."
+)
+
+
+@dataclass
+class Config:
+    # synthetic data (part a)
+    d: int = param(64, "activation dimension of the synthetic data")
+    n_features: int = param(512, "number of true dictionary features")
+    expected_l0: float = param(8.0, "expected number of active true features per sample")
+    n_samples: int = param(200_000, "training samples")
+    n_eval: int = param(20_000, "held-out samples for FVU, L0 and firing frequencies")
+    # TopK SAEs
+    widths: list[int] = param([256, 512, 1024], "TopK SAE widths (number of latents)")
+    n_seeds: int = param(3, "init seeds per configuration (all pairs are matched)")
+    k: int = param(8, "TopK k")
+    steps: int = param(1500, "training steps per TopK SAE")
+    batch_size: int = param(1024, "batch size")
+    lr: float = param(2e-3, "Adam learning rate")
+    # ReLU-L1 at matched L0
+    relu_width: int = param(512, "ReLU-L1 SAE width (the TopK comparison uses the same width)")
+    relu_steps: int = param(3000, "training steps per ReLU-L1 SAE")
+    relu_warmup: int = param(300, "linear warm-up steps of the L1 penalty")
+    relu_target_l0: float = param(12.0, "target L0 of the λ bisection")
+    bisect_iters: int = param(3, "bisection iterations for λ (geometric, each a short training run)")
+    bisect_steps: int = param(600, "steps per bisection run")
+    bisect_lo: float = param(0.01, "lower end of the λ search interval")
+    bisect_hi: float = param(1.0, "upper end of the λ search interval")
+    gate_c4: bool = param(False, "gate claim C4 (ReLU more stable); only meaningful with converged ReLU SAEs")
+    # matching
+    threshold: float = param(0.7, "cosine threshold for a shared latent (both encoder and decoder)")
+    sparse_k: int = param(32, "candidates per row for the sparse matcher (claim C5)")
+    # real-model variant (part b)
+    lm_variant: bool = param(True, "also run part (b): MiniLM layer-3 MLP output over Austen's novels")
+    lm_site: str = param("layers.3.mlp.out", "MiniLM capture site")
+    lm_words: int = param(12_000, "words of Austen text to capture (≈1.2 tokens per word)")
+    lm_widths: list[int] = param([384, 768, 1536], "TopK widths for part (b)")
+    lm_k: int = param(16, "TopK k for part (b)")
+    lm_steps: int = param(300, "training steps per SAE in part (b)")
+    lm_batch_size: int = param(512, "batch size for part (b)")
+    lm_lr: float = param(1e-3, "Adam learning rate for part (b)")
+    lm_gate_c2: bool = param(
+        False, "gate claim C2 on part (b) (falls with width); reported only at reduced size"
+    )
+
+
+PRESETS = {
+    "smoke": {
+        "d": 16,
+        "n_features": 64,
+        "expected_l0": 3.0,
+        "n_samples": 4096,
+        "n_eval": 1024,
+        "widths": [32, 64, 128],
+        "n_seeds": 2,
+        "k": 3,
+        "steps": 40,
+        "batch_size": 256,
+        "relu_width": 64,
+        "relu_steps": 40,
+        "relu_warmup": 10,
+        "relu_target_l0": 5.0,
+        "bisect_iters": 1,
+        "bisect_steps": 20,
+        "lm_variant": False,
+    },
+    "default": {},
+    "paper": {
+        "d": 256,
+        "n_features": 8192,
+        "expected_l0": 32.0,
+        "n_samples": 2_000_000,
+        "widths": [4096, 8192, 16384, 32768],
+        "k": 32,
+        "steps": 20_000,
+        "batch_size": 4096,
+        "lr": 5e-4,
+        "relu_width": 8192,
+        "relu_steps": 40_000,
+        "relu_warmup": 2000,
+        "relu_target_l0": 48.0,
+        "bisect_iters": 6,
+        "bisect_steps": 5000,
+        "gate_c4": True,
+        "lm_words": 700_000,
+        "lm_widths": [3072, 6144, 12288],
+        "lm_k": 32,
+        "lm_steps": 20_000,
+        "lm_batch_size": 4096,
+        "lm_lr": 5e-4,
+        "lm_gate_c2": True,
+    },
+}
+
+
+# ---------------------------------------------------------------------- helpers (orchestration only)
+def _train_family(
+    X,
+    widths,
+    seeds,
+    *,
+    k,
+    steps,
+    batch_size,
+    lr,
+    data_seed,
+    device,
+    activation="topk",
+    l1=1.0,
+    warmup=0,
+    tag="",
+):
+    """{(width, seed): fitted SAETrainer} with identical data order across seeds."""
+    out = {}
+    for w, s in itertools.product(widths, seeds):
+        t0 = time.perf_counter()
+        out[(w, s)] = SAETrainer(
+            w,
+            activation=activation,
+            k=k,
+            l1_coeff=l1,
+            l1_warmup_steps=warmup,
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            init_seed=s,
+            data_seed=data_seed,
+            device=device,
+            dead_after_tokens=50 * batch_size,
+            desc=f"{tag}{activation} w={w} s={s}",
+        ).fit(X)
+        log.info("%s%s w=%d seed=%d trained in %.1fs", tag, activation, w, s, time.perf_counter() - t0)
+    return out
+
+
+def _pair_stats(fits, widths, seeds, X_eval, thr, true_feats=None):
+    """Per width: list of per-pair dicts with comparison, firing freqs and (synthetic) recovery."""
+    res = {}
+    for w in widths:
+        rows = []
+        stats = {s: sae_stats(fits[(w, s)].sae_.cpu(), X_eval) for s in seeds}
+        for a, b in itertools.combinations(seeds, 2):
+            A, B = fits[(w, a)].sae_.cpu(), fits[(w, b)].sae_.cpu()
+            cmp = compare_saes(A, B, method="exact", thr=thr)
+            row = {"cmp": cmp, "freq": stats[a]["firing_freq"].numpy(), "a": a, "b": b}
+            if true_feats is not None:
+                row["recovery"] = max_cosine(A.decoder_directions(), true_feats).numpy()
+            rows.append(row)
+        res[w] = {"pairs": rows, "stats": stats}
+    return res
+
+
+def _c2_gap(shared_by_width: dict[int, list[float]], widths: list[int]) -> float:
+    """min over consecutive widths of (lowest pair at w) − (highest pair at the next width)."""
+    gaps = [min(shared_by_width[a]) - max(shared_by_width[b]) for a, b in itertools.pairwise(widths)]
+    return float(min(gaps)) if gaps else float("nan")
+
+
+def _mannwhitney_p(shared_freq: np.ndarray, unshared_freq: np.ndarray) -> float:
+    from scipy.stats import mannwhitneyu
+
+    if len(shared_freq) == 0 or len(unshared_freq) == 0:
+        return float("nan")
+    return float(mannwhitneyu(shared_freq, unshared_freq, alternative="greater").pvalue)
+
+
+def _load_lm_activations(cfg: Config) -> tuple[torch.Tensor | None, str]:
+    """MiniLM activations over Austen text, or (None, reason) when an asset is missing."""
+    try:
+        from iclr26.data.text import load_austen
+        from iclr26.interp.capture import capture, iter_batches
+        from iclr26.lm.loading import load_model
+
+        texts = load_austen(max_words=cfg.lm_words)
+        model, tok = load_model("minilm")
+    except (UserError, ImportError, OSError) as e:  # MissingAssetError is a UserError
+        return None, f"part (b) skipped: {str(e).splitlines()[0]}"
+    with torch.no_grad():
+        cap = capture(
+            model,
+            iter_batches(tok, texts, batch_size=32, max_length=128),
+            [cfg.lm_site],
+            positions="all",
+            reduce="none",
+            desc="capture minilm",
+        )
+    X = cap[cfg.lm_site].float()
+    return X, f"part (b): MiniLM {cfg.lm_site}, {X.shape[0]} tokens from {len(texts)} Austen chunks"
+
+
+# ---------------------------------------------------------------------- run
+def run(cfg: Config, ctx: RunContext) -> Result:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if cfg.n_seeds < 2:
+        raise UserError("n_seeds must be at least 2 (seed pairs are compared)")
+    if cfg.relu_width not in cfg.widths:
+        raise UserError(f"relu_width={cfg.relu_width} must be one of widths={cfg.widths}")
+    t_start = time.perf_counter()
+    dev = ctx.device
+    data_seed = ctx.seed
+    seeds = [1000 * (ctx.seed + 1) + i for i in range(cfg.n_seeds)]
+    metrics: dict[str, float] = {}
+    notes: list[str] = []
+
+    # ---- (a) synthetic data from a known dictionary
+    D = sparse_dictionary_activations(
+        cfg.n_samples + cfg.n_eval, cfg.d, cfg.n_features, cfg.expected_l0, seed=data_seed + 12345
+    )
+    X, X_eval, feats = D.X[: cfg.n_samples], D.X[cfg.n_samples :], D.features
+    metrics["data_mean_l0"] = D.mean_l0
+    common = dict(batch_size=cfg.batch_size, lr=cfg.lr, data_seed=data_seed, device=dev)
+    fits = _train_family(X, cfg.widths, seeds, k=cfg.k, steps=cfg.steps, **common)
+    hashes = {f.batch_hash_ for f in fits.values()}
+    metrics["batch_order_identical"] = float(len(hashes) == 1)
+    topk = _pair_stats(fits, cfg.widths, seeds, X_eval, cfg.threshold, feats)
+
+    shared_by_w: dict[int, list[float]] = {}
+    p_values = []
+    for w in cfg.widths:
+        pairs = topk[w]["pairs"]
+        sh = [p["cmp"].shared_fraction for p in pairs]
+        shared_by_w[w] = sh
+        metrics[f"topk_w{w}_shared_mean"] = float(np.mean(sh))
+        metrics[f"topk_w{w}_shared_min"] = float(np.min(sh))
+        metrics[f"topk_w{w}_shared_max"] = float(np.max(sh))
+        metrics[f"topk_w{w}_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in pairs]))
+        metrics[f"topk_w{w}_enc_cos_mean"] = float(np.mean([p["cmp"].mean_enc_cosine for p in pairs]))
+        metrics[f"topk_w{w}_dec_cos_mean"] = float(np.mean([p["cmp"].mean_dec_cosine for p in pairs]))
+        st = topk[w]["stats"]
+        metrics[f"topk_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
+        metrics[f"topk_w{w}_l0"] = float(np.mean([st[s]["l0"] for s in seeds]))
+        metrics[f"topk_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
+        # live-only shared fraction (dead latents cannot be shared in any useful sense)
+        live_sh = [
+            float(p["cmp"].shared[p["freq"] > 0].mean()) if (p["freq"] > 0).any() else float("nan")
+            for p in pairs
+        ]
+        metrics[f"topk_w{w}_shared_live_mean"] = float(np.nanmean(live_sh))
+        # firing frequency and ground-truth recovery of shared vs unshared latents (pooled over pairs)
+        fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
+        fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
+        p_values.append(_mannwhitney_p(fs, fu))
+        metrics[f"topk_w{w}_freq_ratio_median"] = (
+            float(np.median(fs) / max(np.median(fu), 1e-12)) if len(fs) and len(fu) else float("nan")
+        )
+        metrics[f"topk_w{w}_mannwhitney_p"] = p_values[-1]
+        rs = np.concatenate([p["recovery"][p["cmp"].shared] for p in pairs])
+        ru = np.concatenate([p["recovery"][~p["cmp"].shared] for p in pairs])
+        metrics[f"topk_w{w}_shared_match_true"] = float((rs > 0.9).mean()) if len(rs) else float("nan")
+        metrics[f"topk_w{w}_unshared_match_true"] = float((ru > 0.9).mean()) if len(ru) else float("nan")
+        rec_true = [
+            float((max_cosine(feats, fits[(w, s)].sae_.decoder_directions()) > 0.9).float().mean())
+            for s in seeds
+        ]
+        metrics[f"topk_w{w}_true_features_recovered"] = float(np.mean(rec_true))
+
+    # sanity controls: the same seed twice (must be bit-identical), and untrained pairs
+    w_ref = cfg.relu_width
+    rerun = SAETrainer(
+        w_ref,
+        k=cfg.k,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        init_seed=seeds[0],
+        data_seed=data_seed,
+        device=dev,
+        dead_after_tokens=50 * cfg.batch_size,
+        desc="rerun",
+    ).fit(X)
+    same = compare_saes(
+        fits[(w_ref, seeds[0])].sae_.cpu(), rerun.sae_.cpu(), method="exact", thr=cfg.threshold
+    )
+    a_sd, b_sd = fits[(w_ref, seeds[0])].sae_.state_dict(), rerun.sae_.state_dict()
+    metrics["same_seed_bit_identical"] = float(all(torch.equal(a_sd[n], b_sd[n]) for n in a_sd))
+    metrics["same_seed_shared"] = same.shared_fraction
+    init_tr = [SAETrainer(w_ref, k=cfg.k, init_seed=s) for s in seeds[:2]]
+    untrained = compare_saes(
+        init_tr[0].init_sae(cfg.d), init_tr[1].init_sae(cfg.d), method="exact", thr=cfg.threshold
+    )
+    metrics["untrained_shared"] = untrained.shared_fraction
+
+    # C5: sparse candidate matching vs exact Hungarian at the largest width
+    w_big = max(cfg.widths)
+    diffs, agree = [], []
+    t_sparse = 0.0
+    for p in topk[w_big]["pairs"]:
+        A, B = fits[(w_big, p["a"])].sae_, fits[(w_big, p["b"])].sae_
+        t0 = time.perf_counter()
+        enc = match_sparse(A.encoder_directions(), B.encoder_directions(), k=cfg.sparse_k)
+        dec = match_sparse(A.decoder_directions(), B.decoder_directions(), k=cfg.sparse_k)
+        t_sparse += time.perf_counter() - t0
+        sm = shared_mask(enc, dec, cfg.threshold)
+        diffs.append(abs(float(sm.mean()) - p["cmp"].shared_fraction))
+        agree.append(float((enc.partner == p["cmp"].enc.partner).mean()))
+    metrics["c5_max_abs_diff_shared"] = float(max(diffs))
+    metrics["c5_enc_partner_agreement"] = float(np.mean(agree))
+    metrics["c5_sparse_match_seconds"] = t_sparse
+
+    # ---- ReLU-L1 at matched L0: geometric bisection of λ toward the target L0 (short runs, one seed)
+    lo, hi = cfg.bisect_lo, cfg.bisect_hi
+    lam = float(np.sqrt(lo * hi))
+    for _ in range(cfg.bisect_iters):
+        lam = float(np.sqrt(lo * hi))
+        probe = SAETrainer(
+            cfg.relu_width,
+            activation="relu",
+            l1_coeff=lam,
+            l1_warmup_steps=min(cfg.relu_warmup, cfg.bisect_steps // 2),
+            steps=cfg.bisect_steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            init_seed=seeds[0],
+            data_seed=data_seed,
+            device=dev,
+            desc=f"bisect λ={lam:.3g}",
+        ).fit(X)
+        l0 = sae_stats(probe.sae_.cpu(), X_eval)["l0"]
+        log.info("bisection: λ=%.4g → L0=%.2f", lam, l0)
+        if l0 > cfg.relu_target_l0:
+            lo = lam  # too dense: stronger penalty
+        else:
+            hi = lam
+    lam = float(np.sqrt(lo * hi))
+    metrics["relu_lambda"] = lam
+    relu = _train_family(
+        X,
+        [cfg.relu_width],
+        seeds,
+        k=cfg.k,
+        steps=cfg.relu_steps,
+        activation="relu",
+        l1=lam,
+        warmup=cfg.relu_warmup,
+        tag="",
+        **common,
+    )
+    relu_res = _pair_stats(relu, [cfg.relu_width], seeds, X_eval, cfg.threshold, feats)[cfg.relu_width]
+    relu_l0 = float(np.mean([relu_res["stats"][s]["l0"] for s in seeds]))
+    metrics["relu_l0"] = relu_l0
+    metrics["relu_fvu"] = float(np.mean([relu_res["stats"][s]["fvu"] for s in seeds]))
+    metrics["relu_dead_frac"] = float(np.mean([relu_res["stats"][s]["dead_frac"] for s in seeds]))
+    relu_sh = [p["cmp"].shared_fraction for p in relu_res["pairs"]]
+    metrics["relu_shared_mean"] = float(np.mean(relu_sh))
+    metrics["relu_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in relu_res["pairs"]]))
+    k_m = max(1, min(cfg.relu_width, int(round(relu_l0))))
+    matched = _train_family(X, [cfg.relu_width], seeds, k=k_m, steps=cfg.steps, tag="matched-", **common)
+    m_res = _pair_stats(matched, [cfg.relu_width], seeds, X_eval, cfg.threshold, feats)[cfg.relu_width]
+    m_sh = [p["cmp"].shared_fraction for p in m_res["pairs"]]
+    metrics["topk_matched_k"] = float(k_m)
+    metrics["topk_matched_shared_mean"] = float(np.mean(m_sh))
+    metrics["topk_matched_fvu"] = float(np.mean([m_res["stats"][s]["fvu"] for s in seeds]))
+    metrics["topk_matched_l0"] = float(np.mean([m_res["stats"][s]["l0"] for s in seeds]))
+    metrics["synthetic_seconds"] = time.perf_counter() - t_start
+
+    # ---- (b) MiniLM over Austen
+    lm_shared: dict[int, list[float]] = {}
+    lm_ran = False
+    if cfg.lm_variant:
+        t_lm = time.perf_counter()
+        XL, msg = _load_lm_activations(cfg)
+        notes.append(msg)
+        if XL is not None:
+            n_ev = max(1, XL.shape[0] // 10)
+            XL_train, XL_eval = XL[:-n_ev], XL[-n_ev:]
+            if XL_train.shape[0] < cfg.lm_batch_size:
+                notes.append(f"part (b) skipped: only {XL_train.shape[0]} tokens captured (< batch size)")
+            else:
+                lm_ran = True
+                lm_fits = _train_family(
+                    XL_train,
+                    cfg.lm_widths,
+                    seeds,
+                    k=cfg.lm_k,
+                    steps=cfg.lm_steps,
+                    batch_size=cfg.lm_batch_size,
+                    lr=cfg.lm_lr,
+                    data_seed=data_seed,
+                    device=dev,
+                    tag="lm-",
+                )
+                lm_res = _pair_stats(lm_fits, cfg.lm_widths, seeds, XL_eval, cfg.threshold)
+                metrics["lm_tokens"] = float(XL.shape[0])
+                for w in cfg.lm_widths:
+                    lm_shared[w] = [p["cmp"].shared_fraction for p in lm_res[w]["pairs"]]
+                    metrics[f"lm_w{w}_shared_mean"] = float(np.mean(lm_shared[w]))
+                    metrics[f"lm_w{w}_lenient_mean"] = float(
+                        np.mean([p["cmp"].lenient_agreement for p in lm_res[w]["pairs"]])
+                    )
+                    st = lm_res[w]["stats"]
+                    metrics[f"lm_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
+                    metrics[f"lm_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
+                    pairs = lm_res[w]["pairs"]
+                    fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
+                    fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
+                    metrics[f"lm_w{w}_mannwhitney_p"] = _mannwhitney_p(fs, fu)
+        metrics["lm_seconds"] = time.perf_counter() - t_lm
+    else:
+        notes.append("part (b) not run (lm_variant=False)")
+    metrics["lm_skipped"] = float(not lm_ran)
+
+    # ---- claims
+    w_mid = cfg.relu_width
+    claims = [
+        claim(
+            "C1",
+            f"TopK SAEs differing only in init seed share at most 90% of latents (width {w_mid}, mean over pairs)",
+            metrics[f"topk_w{w_mid}_shared_mean"],
+            "<=",
+            0.9,
+            detail=f"pairs: {', '.join(f'{v:.3f}' for v in shared_by_w[w_mid])}",
+        ),
+        claim(
+            "C1-control-same-seed",
+            "the same seed trained twice shares every latent (bit-identical rerun)",
+            min(metrics["same_seed_shared"], metrics["same_seed_bit_identical"]),
+            ">=",
+            1.0,
+        ),
+        claim(
+            "C1-control-untrained",
+            "two untrained SAEs share almost no latents",
+            metrics["untrained_shared"],
+            "<=",
+            0.05,
+        ),
+        claim(
+            "C2",
+            f"TopK shared fraction strictly decreases over widths {cfg.widths}, beyond the seed-pair spread",
+            _c2_gap(shared_by_w, cfg.widths),
+            ">",
+            0.0,
+            detail="value = min over consecutive widths of (min pair at w) − (max pair at next w); means "
+            + " > ".join(f"{np.mean(shared_by_w[w]):.3f}" for w in cfg.widths),
+        ),
+        claim(
+            "C3",
+            "shared latents fire more often than unshared ones at every width (one-sided Mann–Whitney, max p)",
+            float(np.nanmax(p_values)) if not np.all(np.isnan(p_values)) else float("nan"),
+            "<",
+            0.01,
+        ),
+        claim(
+            "C4",
+            f"ReLU-L1 is more stable than TopK at matched L0 (shared fraction ReLU − TopK, L0≈{relu_l0:.1f})",
+            metrics["relu_shared_mean"] - metrics["topk_matched_shared_mean"],
+            ">",
+            0.0,
+            gated=cfg.gate_c4,
+            detail=f"ReLU shared {metrics['relu_shared_mean']:.3f} (FVU {metrics['relu_fvu']:.3f}) vs TopK k={k_m} "
+            f"shared {metrics['topk_matched_shared_mean']:.3f} (FVU {metrics['topk_matched_fvu']:.3f})",
+        ),
+        claim(
+            "C5",
+            f"sparse top-{cfg.sparse_k} matching reproduces the exact Hungarian shared fraction at width {w_big}",
+            metrics["c5_max_abs_diff_shared"],
+            "<=",
+            0.01,
+        ),
+    ]
+    if lm_ran:
+        claims.append(
+            claim(
+                "C2-lm",
+                f"MiniLM/Austen: TopK shared fraction strictly decreases over widths {cfg.lm_widths}",
+                _c2_gap(lm_shared, cfg.lm_widths),
+                ">",
+                0.0,
+                gated=cfg.lm_gate_c2,
+                detail="means " + " > ".join(f"{np.mean(lm_shared[w]):.3f}" for w in cfg.lm_widths),
+            )
+        )
+
+    # ---- figures
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ws = cfg.widths
+    ax.errorbar(
+        ws,
+        [np.mean(shared_by_w[w]) for w in ws],
+        yerr=[
+            [np.mean(shared_by_w[w]) - min(shared_by_w[w]) for w in ws],
+            [max(shared_by_w[w]) - np.mean(shared_by_w[w]) for w in ws],
+        ],
+        marker="o",
+        label=f"TopK k={cfg.k} (shared)",
+    )
+    ax.plot(
+        ws,
+        [metrics[f"topk_w{w}_lenient_mean"] for w in ws],
+        "o--",
+        color="C0",
+        alpha=0.6,
+        label="TopK (lenient)",
+    )
+    ax.plot([w_mid], [metrics["relu_shared_mean"]], "s", color="C3", label=f"ReLU-L1 (L0≈{relu_l0:.1f})")
+    ax.plot(
+        [w_mid], [metrics["topk_matched_shared_mean"]], "^", color="C2", label=f"TopK k={k_m} (matched L0)"
+    )
+    if lm_ran:
+        lw = cfg.lm_widths
+        ax.errorbar(
+            lw,
+            [np.mean(lm_shared[w]) for w in lw],
+            yerr=[
+                [np.mean(lm_shared[w]) - min(lm_shared[w]) for w in lw],
+                [max(lm_shared[w]) - np.mean(lm_shared[w]) for w in lw],
+            ],
+            marker="D",
+            color="C4",
+            label=f"MiniLM/Austen TopK k={cfg.lm_k}",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("SAE width (latents)")
+    ax.set_ylabel("fraction of latents shared across seeds")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=7)
+    ctx.save_figure(
+        fig, "shared_vs_width", "Shared fraction (cos > 0.7 for encoder and decoder) against width."
+    )
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    p0 = topk[w_mid]["pairs"][0]["cmp"]
+    for ax, m, name in ((axes[0], p0.enc, "encoder"), (axes[1], p0.dec, "decoder")):
+        ax.hist(m.cosine, bins=50, range=(-0.2, 1.0), color="C0", alpha=0.8, label="TopK")
+        ax.hist(
+            relu_res["pairs"][0]["cmp"].enc.cosine
+            if name == "encoder"
+            else relu_res["pairs"][0]["cmp"].dec.cosine,
+            bins=50,
+            range=(-0.2, 1.0),
+            color="C3",
+            alpha=0.5,
+            label="ReLU-L1",
+        )
+        ax.axvline(cfg.threshold, color="k", ls=":")
+        ax.set_title(f"matched {name} cosines (width {w_mid})")
+        ax.set_xlabel("cosine to Hungarian partner")
+        ax.legend(fontsize=7)
+    ctx.save_figure(
+        fig, "matched_cosines", "Histograms of matched encoder and decoder cosines for one seed pair."
+    )
+
+    fig, axes = plt.subplots(1, len(ws), figsize=(3.2 * len(ws), 3.2), sharey=True)
+    for ax, w in zip(np.atleast_1d(axes), ws, strict=True):
+        pairs = topk[w]["pairs"]
+        fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
+        fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
+        bins = np.logspace(-6, 0, 40)
+        ax.hist(np.clip(fs, 1e-6, 1), bins=bins, alpha=0.7, label="shared", density=True)
+        ax.hist(np.clip(fu, 1e-6, 1), bins=bins, alpha=0.6, label="unshared", density=True)
+        ax.set_xscale("log")
+        ax.set_title(f"width {w}")
+        ax.set_xlabel("firing frequency")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    ctx.save_figure(
+        fig, "firing_frequency", "Firing frequency of shared against unshared latents (TopK, all seed pairs)."
+    )
+
+    fig, axes = plt.subplots(1, len(ws), figsize=(3.2 * len(ws), 3.2), sharey=True)
+    for ax, w in zip(np.atleast_1d(axes), ws, strict=True):
+        pairs = topk[w]["pairs"]
+        ax.hist(
+            np.concatenate([p["recovery"][p["cmp"].shared] for p in pairs]),
+            bins=40,
+            range=(0, 1),
+            alpha=0.7,
+            label="shared",
+        )
+        ax.hist(
+            np.concatenate([p["recovery"][~p["cmp"].shared] for p in pairs]),
+            bins=40,
+            range=(0, 1),
+            alpha=0.6,
+            label="unshared",
+        )
+        ax.set_title(f"width {w}")
+        ax.set_xlabel("best cosine to a true feature")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    ctx.save_figure(
+        fig,
+        "ground_truth_recovery",
+        "Decoder rows of shared and unshared latents against the true dictionary.",
+    )
+
+    fig, ax = plt.subplots(figsize=(4, 4))
+    p_big = topk[w_big]["pairs"][0]
+    A, B = fits[(w_big, p_big["a"])].sae_, fits[(w_big, p_big["b"])].sae_
+    sp = match_sparse(A.decoder_directions(), B.decoder_directions(), k=cfg.sparse_k)
+    ax.scatter(p_big["cmp"].dec.cosine, sp.cosine, s=3, alpha=0.5)
+    ax.plot([0, 1], [0, 1], "k:", lw=1)
+    ax.set_xlabel("exact Hungarian matched cosine")
+    ax.set_ylabel(f"sparse top-{cfg.sparse_k} matched cosine")
+    ax.set_title(f"decoder matching, width {w_big}")
+    ctx.save_figure(
+        fig, "exact_vs_sparse", "Matched cosines: exact Hungarian against the sparse candidate matcher."
+    )
+
+    ctx.write_json(
+        "per_pair.json",
+        {
+            "topk": {
+                str(w): [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in topk[w]["pairs"]]
+                for w in ws
+            },
+            "relu": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in relu_res["pairs"]],
+            "topk_matched": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in m_res["pairs"]],
+            "batch_hash": sorted(hashes),
+        },
+    )
+    metrics["total_seconds"] = time.perf_counter() - t_start
+    return Result(metrics=metrics, claims=claims, notes="; ".join(notes))

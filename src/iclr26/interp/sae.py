@@ -1,0 +1,334 @@
+"""Sparse dictionaries (SAEs and transcoders) with encode/decode, edits and loaders.
+
+Used by "Sparse Autoencoders Trained on the Same Data Learn Different Features"
+(Paulo & Belrose, ICLR 2026, arXiv 2501.16615) and by the other interpretability papers.
+A dictionary maps an activation x [.., d_in] to latents f = act(((x * s) - b_dec·[apply]) W_enc + b_enc)
+and back to x_hat = (f W_dec + b_dec) / s. ``act`` is ReLU, TopK (ReLU then keep the k
+largest, as sparsify does), BatchTopK (keep the k·batch largest over the batch) or JumpReLU
+(keep pre where pre > θ). Loaders read SAELens folders (``cfg.json`` + ``sae_weights.safetensors``)
+and sparsify folders (``cfg.json`` + ``sae.safetensors``; encoder applied to x − b_dec except
+for transcoders, checked against sparsify 1.3.3), and our own ``cfg.json`` + ``sae.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from iclr26.core.errors import UserError
+from iclr26.core.io import load_tensors, save_tensors
+
+log = logging.getLogger(__name__)
+
+ACTIVATIONS = ("relu", "topk", "batchtopk", "jumprelu")
+WEIGHTS_FILE = "sae.safetensors"
+FORMAT_TAG = "iclr26.SparseDictionary"
+
+
+class SparseDictionary(nn.Module):
+    """A sparse autoencoder / transcoder: ``encode``, ``decode`` and ``forward -> (x_hat, f)``.
+
+    Parameters: ``W_enc [d_in, n]``, ``b_enc [n]``, ``W_dec [n, d_out]``, ``b_dec [d_out]`` and,
+    for JumpReLU, ``threshold [n]``. ``input_scale`` multiplies inputs before encoding and divides
+    reconstructions (SAELens' "expected average norm" scaling); 1.0 means none.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        n_latents: int,
+        *,
+        d_out: int | None = None,
+        activation: str = "topk",
+        k: int | None = None,
+        apply_b_dec_to_input: bool = True,
+        input_scale: float = 1.0,
+        input_site: str | None = None,
+        output_site: str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise UserError(f"activation={activation!r} is not supported; allowed: {', '.join(ACTIVATIONS)}")
+        if activation in ("topk", "batchtopk") and (k is None or not 0 < int(k) <= n_latents):
+            raise UserError(f"activation={activation} needs 0 < k <= n_latents={n_latents}, got k={k}")
+        if d_in <= 0 or n_latents <= 0:
+            raise UserError(f"d_in and n_latents must be positive, got d_in={d_in}, n_latents={n_latents}")
+        d_out = d_in if d_out is None else d_out
+        if apply_b_dec_to_input and d_out != d_in:
+            raise UserError(
+                "apply_b_dec_to_input=True needs d_out == d_in (a transcoder cannot subtract b_dec)"
+            )
+        self.d_in, self.n_latents, self.d_out = int(d_in), int(n_latents), int(d_out)
+        self.activation = activation
+        self.k = None if k is None else int(k)
+        self.apply_b_dec_to_input = bool(apply_b_dec_to_input)
+        self.input_scale = float(input_scale)
+        self.input_site = input_site
+        self.output_site = output_site
+        # The encoder is stored as contiguous rows W_enc_T [n, d_in] (one row per latent, like
+        # sparsify's encoder.weight): the sparse TopK backward produces its gradient row by row,
+        # embedding_bag gathers rows, and fused Adam needs contiguous parameters. ``W_enc`` is
+        # the [d_in, n] view of it.
+        self.W_enc_T = nn.Parameter(torch.zeros(n_latents, d_in, dtype=dtype))
+        self.b_enc = nn.Parameter(torch.zeros(n_latents, dtype=dtype))
+        self.W_dec = nn.Parameter(torch.zeros(n_latents, d_out, dtype=dtype))
+        self.b_dec = nn.Parameter(torch.zeros(d_out, dtype=dtype))
+        if activation == "jumprelu":
+            self.threshold = nn.Parameter(torch.zeros(n_latents, dtype=dtype))
+        else:
+            self.threshold = None
+
+    @property
+    def W_enc(self) -> torch.Tensor:  # noqa: N802 - the conventional name
+        """Encoder matrix ``[d_in, n]`` (a view of ``W_enc_T``; writes go through)."""
+        return self.W_enc_T.T
+
+    # ------------------------------------------------------------------ config / IO
+    def config(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_TAG,
+            "d_in": self.d_in,
+            "n_latents": self.n_latents,
+            "d_out": self.d_out,
+            "activation": self.activation,
+            "k": self.k,
+            "apply_b_dec_to_input": self.apply_b_dec_to_input,
+            "input_scale": self.input_scale,
+            "input_site": self.input_site,
+            "output_site": self.output_site,
+        }
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/sae.safetensors`` and ``folder/cfg.json``; returns the folder."""
+        folder = Path(folder)
+        tensors = {
+            "W_enc": self.W_enc.detach(),
+            "b_enc": self.b_enc.detach(),
+            "W_dec": self.W_dec.detach(),
+            "b_dec": self.b_dec.detach(),
+        }
+        if self.threshold is not None:
+            tensors["threshold"] = self.threshold.detach()
+        save_tensors(folder / WEIGHTS_FILE, tensors, self.config())
+        return folder
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> SparseDictionary:
+        keys = (
+            "d_out",
+            "activation",
+            "k",
+            "apply_b_dec_to_input",
+            "input_scale",
+            "input_site",
+            "output_site",
+        )
+        return cls(int(cfg["d_in"]), int(cfg["n_latents"]), **{k: cfg[k] for k in keys if k in cfg})
+
+    @classmethod
+    def load(cls, folder: str | Path) -> SparseDictionary:
+        """Load a folder written by :meth:`save`, SAELens or sparsify (format detected from files)."""
+        folder = Path(folder)
+        if (folder / "sae_weights.safetensors").exists():
+            return load_saelens(folder)
+        cfg_path = folder / "cfg.json"
+        if not cfg_path.exists() or not (folder / WEIGHTS_FILE).exists():
+            raise UserError(
+                f"{folder} is not an SAE folder: expected cfg.json + sae.safetensors (iclr26/sparsify) "
+                "or cfg.json + sae_weights.safetensors (SAELens)"
+            )
+        cfg = json.loads(cfg_path.read_text())
+        if cfg.get("format") != FORMAT_TAG:
+            return load_sparsify(folder)
+        sae = cls.from_config(cfg)
+        sae.load_tensors_(load_tensors(folder / WEIGHTS_FILE))
+        return sae
+
+    @torch.no_grad()
+    def load_tensors_(self, tensors: dict[str, torch.Tensor]) -> SparseDictionary:
+        """Copy ``W_enc [d_in,n]``, ``b_enc``, ``W_dec [n,d_out]``, ``b_dec`` (+ ``threshold``) in place."""
+        expected = {
+            "W_enc": (self.d_in, self.n_latents),
+            "b_enc": (self.n_latents,),
+            "W_dec": (self.n_latents, self.d_out),
+            "b_dec": (self.d_out,),
+        }
+        if self.threshold is not None:
+            expected["threshold"] = (self.n_latents,)
+        for name, shape in expected.items():
+            if name not in tensors:
+                raise UserError(f"SAE weights lack {name!r}; found {sorted(tensors)}")
+            t = tensors[name]
+            if tuple(t.shape) != shape:
+                raise UserError(f"SAE weight {name} has shape {tuple(t.shape)}, expected {shape}")
+            getattr(self, name).copy_(t.to(getattr(self, name).dtype))
+        return self
+
+    # ------------------------------------------------------------------ forward
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.shape[-1] != self.d_in:
+            raise UserError(f"SAE input has last dimension {x.shape[-1]}, expected d_in={self.d_in}")
+
+    def sae_in(self, x: torch.Tensor) -> torch.Tensor:
+        """The encoder's input: ``x * input_scale - b_dec`` (the subtraction only if configured)."""
+        x = x.to(self.W_dec.dtype)
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
+        if self.apply_b_dec_to_input:
+            x = x - self.b_dec
+        return x
+
+    def pre_acts(self, x: torch.Tensor) -> torch.Tensor:
+        """Encoder pre-activations ``[.., n]``."""
+        self._check_input(x)
+        return self.sae_in(x) @ self.W_enc + self.b_enc
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Dense latents ``f [.., n]`` (zeros outside the active set)."""
+        pre = self.pre_acts(x)
+        if self.activation == "relu":
+            return F.relu(pre)
+        if self.activation == "jumprelu":
+            return F.relu(pre) * (pre > self.threshold)
+        if self.activation == "topk":
+            vals, idx = F.relu(pre).topk(self.k, dim=-1, sorted=False)
+            return torch.zeros_like(pre).scatter_(-1, idx, vals)
+        # batchtopk: keep the k·B largest activations over the flattened batch
+        flat = F.relu(pre).reshape(-1, self.n_latents)
+        keep = min(self.k * flat.shape[0], flat.numel())
+        vals, idx = flat.flatten().topk(keep, sorted=False)
+        out = torch.zeros_like(flat).flatten().scatter_(0, idx, vals)
+        return out.reshape(pre.shape)
+
+    def encode_topk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """TopK latents in sparse form: ``(acts [.., k], indices [.., k])`` (TopK dictionaries only)."""
+        if self.activation != "topk":
+            raise UserError(f"encode_topk needs activation='topk', this dictionary uses {self.activation!r}")
+        return F.relu(self.pre_acts(x)).topk(self.k, dim=-1, sorted=False)
+
+    def decode(self, f: torch.Tensor) -> torch.Tensor:
+        """Reconstruction ``x_hat [.., d_out]`` from dense latents ``f [.., n]``."""
+        if f.shape[-1] != self.n_latents:
+            raise UserError(f"latents have last dimension {f.shape[-1]}, expected n_latents={self.n_latents}")
+        out = f.to(self.W_dec.dtype) @ self.W_dec + self.b_dec
+        return out / self.input_scale if self.input_scale != 1.0 else out
+
+    def decode_topk(self, acts: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """Sparse decode: ``Σ_j acts_j W_dec[idx_j] + b_dec`` via ``embedding_bag`` (no dense [.., n])."""
+        shape = acts.shape[:-1]
+        out = F.embedding_bag(
+            idx.reshape(-1, idx.shape[-1]),
+            self.W_dec,
+            per_sample_weights=acts.reshape(-1, acts.shape[-1]).to(self.W_dec.dtype),
+            mode="sum",
+        )
+        out = (out + self.b_dec).reshape(*shape, self.d_out)
+        return out / self.input_scale if self.input_scale != 1.0 else out
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = self.encode(x)
+        return self.decode(f), f
+
+    # ------------------------------------------------------------------ geometry helpers
+    def encoder_directions(self) -> torch.Tensor:
+        """Encoder rows, one per latent: ``[n, d_in]`` (what the matching compares)."""
+        return self.W_enc_T.detach()
+
+    def decoder_directions(self) -> torch.Tensor:
+        """Decoder rows, one per latent: ``[n, d_out]``."""
+        return self.W_dec.detach()
+
+    @torch.no_grad()
+    def normalize_decoder_(self) -> SparseDictionary:
+        """Rescale decoder rows to unit norm (in place)."""
+        eps = torch.finfo(self.W_dec.dtype).eps
+        self.W_dec.div_(self.W_dec.norm(dim=1, keepdim=True) + eps)
+        return self
+
+    def extra_repr(self) -> str:
+        k = f", k={self.k}" if self.k is not None else ""
+        return f"d_in={self.d_in}, n_latents={self.n_latents}, d_out={self.d_out}, activation={self.activation}{k}"
+
+
+# ---------------------------------------------------------------------- loaders
+def load_sparsify(folder: str | Path) -> SparseDictionary:
+    """Load one sparsify hookpoint folder (``cfg.json`` + ``sae.safetensors``).
+
+    sparsify stores ``encoder.weight [n, d_in]``, ``encoder.bias [n]``, ``W_dec [n, d_in]``,
+    ``b_dec [d_in]``; encode = top-k of ReLU((x − b_dec) Wᵀ + b), the subtraction skipped for
+    transcoders; decode = Σ acts · W_dec[idx] + b_dec. ``W_skip`` (skip transcoders) and the
+    ``groupmax`` activation are not supported and raise.
+    """
+    folder = Path(folder)
+    cfg = json.loads((folder / "cfg.json").read_text()) if (folder / "cfg.json").exists() else None
+    if cfg is None or not (folder / WEIGHTS_FILE).exists():
+        raise UserError(f"{folder} is not a sparsify folder: expected cfg.json and {WEIGHTS_FILE}")
+    if cfg.get("activation", "topk") != "topk":
+        raise UserError(f"sparsify activation {cfg.get('activation')!r} is not supported; only 'topk'")
+    t = load_tensors(folder / WEIGHTS_FILE)
+    if "W_skip" in t or cfg.get("skip_connection"):
+        raise UserError("sparsify skip-connection transcoders (W_skip) are not supported")
+    if "W_dec" not in t:
+        raise UserError(f"{folder}/{WEIGHTS_FILE} has no W_dec (saved without a decoder?)")
+    enc_w = t["encoder.weight"]  # [n, d_in]
+    n, d_in = enc_w.shape
+    transcode = bool(cfg.get("transcode", False))
+    sae = SparseDictionary(
+        d_in,
+        n,
+        d_out=t["W_dec"].shape[1],
+        activation="topk",
+        k=int(cfg["k"]),
+        apply_b_dec_to_input=not transcode,
+        dtype=torch.float32,
+    )
+    return sae.load_tensors_(
+        {"W_enc": enc_w.T, "b_enc": t["encoder.bias"], "W_dec": t["W_dec"], "b_dec": t["b_dec"]}
+    )
+
+
+def load_saelens(folder: str | Path) -> SparseDictionary:
+    """Load a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``).
+
+    Architectures: ``standard`` (ReLU), ``topk`` (top-k of pre then ReLU: the same values as
+    ReLU then top-k), ``jumprelu`` (ReLU(pre)·[pre > θ]). ``apply_b_dec_to_input`` is honoured;
+    activation normalisation other than ``none`` raises, because it needs a dataset statistic.
+    """
+    folder = Path(folder)
+    cfg_path = folder / "cfg.json"
+    if not cfg_path.exists():
+        raise UserError(f"{folder} is not a SAELens folder: no cfg.json")
+    cfg = json.loads(cfg_path.read_text())
+    arch = cfg.get("architecture")
+    if arch is None:  # older releases: architecture implied by activation_fn
+        arch = "topk" if cfg.get("activation_fn", cfg.get("activation_fn_str")) == "topk" else "standard"
+    norm = cfg.get("normalize_activations", "none") or "none"
+    if norm != "none":
+        raise UserError(f"SAELens normalize_activations={norm!r} is not supported; only 'none'")
+    t = load_tensors(folder / "sae_weights.safetensors")
+    d_in, n = t["W_enc"].shape
+    mapping = {"standard": "relu", "topk": "topk", "jumprelu": "jumprelu"}
+    if arch not in mapping:
+        raise UserError(f"SAELens architecture {arch!r} is not supported; allowed: {', '.join(mapping)}")
+    k = cfg.get("k") or (cfg.get("activation_fn_kwargs") or {}).get("k")
+    sae = SparseDictionary(
+        d_in,
+        n,
+        d_out=t["W_dec"].shape[1],
+        activation=mapping[arch],
+        k=k,
+        apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
+        input_site=cfg.get("hook_name"),
+        output_site=cfg.get("hook_name"),
+    )
+    want = {name: t[name] for name in ("W_enc", "b_enc", "W_dec", "b_dec")}
+    if arch == "jumprelu":
+        want["threshold"] = t["threshold"] if "threshold" in t else torch.exp(t["log_threshold"])
+    return sae.load_tensors_(want)

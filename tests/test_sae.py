@@ -1,0 +1,297 @@
+"""SparseDictionary encode/decode, loaders (SAELens, sparsify) and the SAE trainer, against transcribed formulas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+from iclr26.core.errors import UserError
+from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify
+from iclr26.interp.train import SAETrainer, sae_stats, topk_autoencode
+
+
+def _random_sae(activation="topk", d=12, n=40, k=5, seed=0, **kw) -> SparseDictionary:
+    g = torch.Generator().manual_seed(seed)
+    sae = SparseDictionary(
+        d, n, activation=activation, k=k if activation in ("topk", "batchtopk") else None, **kw
+    )
+    with torch.no_grad():
+        for p in sae.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return sae
+
+
+# ---------------------------------------------------------------- encode / decode against the formula
+@pytest.mark.parametrize("activation", ["relu", "topk", "jumprelu", "batchtopk"])
+def test_encode_decode_match_formula(activation):
+    sae = _random_sae(activation)
+    x = torch.randn(7, 12, generator=torch.Generator().manual_seed(1))
+    pre = ((x - sae.b_dec) @ sae.W_enc + sae.b_enc).detach()
+    if activation == "relu":
+        f_ref = pre.clamp_min(0)
+    elif activation == "jumprelu":
+        f_ref = torch.where(pre > sae.threshold, pre, torch.zeros_like(pre)).clamp_min(0)
+    elif activation == "topk":
+        f_ref = torch.zeros_like(pre)
+        for i in range(pre.shape[0]):
+            top = sorted(range(pre.shape[1]), key=lambda j: -float(pre[i, j]))[: sae.k]
+            for j in top:
+                f_ref[i, j] = max(float(pre[i, j]), 0.0)
+    else:  # batchtopk: the k·B largest over the whole batch
+        flat = pre.clamp_min(0).flatten()
+        thr = flat.sort(descending=True).values[sae.k * pre.shape[0] - 1]
+        f_ref = torch.where(pre.clamp_min(0) >= thr, pre.clamp_min(0), torch.zeros_like(pre))
+    x_hat, f = sae(x)
+    torch.testing.assert_close(f, f_ref.detach())
+    torch.testing.assert_close(x_hat, (f_ref @ sae.W_dec + sae.b_dec).detach())
+
+
+def test_topk_sparse_decode_and_input_scale():
+    sae = _random_sae("topk", input_scale=2.0)
+    x = torch.randn(5, 12)
+    acts, idx = sae.encode_topk(x)
+    dense = sae.encode(x)
+    assert torch.equal(torch.count_nonzero(dense, 1) <= sae.k, torch.ones(5, dtype=torch.bool))
+    torch.testing.assert_close(sae.decode_topk(acts, idx), sae.decode(dense))
+    # input_scale: encoder sees 2x, decoder output is divided by 2
+    pre = (2.0 * x - sae.b_dec) @ sae.W_enc + sae.b_enc
+    torch.testing.assert_close(sae.pre_acts(x), pre)
+
+
+def test_save_load_roundtrip(tmp_path):
+    sae = _random_sae("jumprelu", input_site="layers.2.mlp.out")
+    sae.save(tmp_path / "s")
+    assert (tmp_path / "s" / "cfg.json").exists() and (tmp_path / "s" / "sae.safetensors").exists()
+    back = SparseDictionary.load(tmp_path / "s")
+    assert back.config() == sae.config()
+    for (n1, p1), (_, p2) in zip(sae.named_parameters(), back.named_parameters(), strict=True):
+        assert torch.equal(p1, p2), n1
+
+
+def test_bad_inputs_raise_user_error(tmp_path):
+    with pytest.raises(UserError):
+        SparseDictionary(8, 16, activation="gelu")
+    with pytest.raises(UserError):
+        SparseDictionary(8, 16, activation="topk", k=0)
+    with pytest.raises(UserError):
+        _random_sae().encode(torch.randn(3, 5))
+    with pytest.raises(UserError):
+        SparseDictionary.load(tmp_path)
+
+
+# ---------------------------------------------------------------- SAELens folders
+def _write_saelens(folder, arch, d=10, n=24, k=4, seed=0, apply_b_dec=True):
+    g = torch.Generator().manual_seed(seed)
+    t = {
+        "W_enc": torch.randn(d, n, generator=g),
+        "b_enc": torch.randn(n, generator=g) * 0.3,
+        "W_dec": torch.randn(n, d, generator=g),
+        "b_dec": torch.randn(d, generator=g) * 0.3,
+    }
+    if arch == "jumprelu":
+        t["threshold"] = torch.rand(n, generator=g)
+    folder.mkdir(parents=True)
+    save_file(t, str(folder / "sae_weights.safetensors"))
+    cfg = {
+        "architecture": arch,
+        "d_in": d,
+        "d_sae": n,
+        "apply_b_dec_to_input": apply_b_dec,
+        "normalize_activations": "none",
+        "hook_name": "blocks.3.hook_resid_post",
+        "dtype": "float32",
+    }
+    if arch == "topk":
+        cfg["k"] = k
+    (folder / "cfg.json").write_text(json.dumps(cfg))
+    return t
+
+
+@pytest.mark.parametrize("arch", ["standard", "topk", "jumprelu"])
+@pytest.mark.parametrize("apply_b_dec", [True, False])
+def test_saelens_loader_matches_library_formula(tmp_path, arch, apply_b_dec):
+    t = _write_saelens(tmp_path / "sl", arch, apply_b_dec=apply_b_dec)
+    sae = SparseDictionary.load(tmp_path / "sl")
+    x = torch.randn(6, 10, generator=torch.Generator().manual_seed(3))
+    # SAELens: sae_in = x - b_dec·apply; hidden_pre = sae_in @ W_enc + b_enc
+    hidden_pre = (x - t["b_dec"] * apply_b_dec) @ t["W_enc"] + t["b_enc"]
+    if arch == "standard":
+        feats = F.relu(hidden_pre)
+    elif arch == "jumprelu":
+        feats = F.relu(hidden_pre) * (hidden_pre > t["threshold"])
+    else:  # SAELens TopK: topk of hidden_pre, ReLU on the values, scatter
+        top = hidden_pre.topk(4, dim=-1)
+        feats = torch.zeros_like(hidden_pre).scatter(-1, top.indices, F.relu(top.values))
+    out = feats @ t["W_dec"] + t["b_dec"]
+    x_hat, f = sae(x)
+    torch.testing.assert_close(f.detach(), feats)
+    torch.testing.assert_close(x_hat.detach(), out)
+    assert sae.input_site == "blocks.3.hook_resid_post"
+
+
+@pytest.mark.optional
+def test_saelens_loader_against_sae_lens(tmp_path):
+    sae_lens = pytest.importorskip("sae_lens")
+    _write_saelens(tmp_path / "sl", "standard")
+    ref = sae_lens.SAE.load_from_disk(str(tmp_path / "sl"), device="cpu")
+    ours = load_saelens(tmp_path / "sl")
+    x = torch.randn(4, 10)
+    torch.testing.assert_close(ours.encode(x).detach(), ref.encode(x).detach())
+    torch.testing.assert_close(ours.decode(ours.encode(x)).detach(), ref.decode(ref.encode(x)).detach())
+
+
+# ---------------------------------------------------------------- sparsify folders
+def _write_sparsify(folder, d=10, n=32, k=4, transcode=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    t = {
+        "encoder.weight": torch.randn(n, d, generator=g),
+        "encoder.bias": torch.randn(n, generator=g) * 0.3,
+        "W_dec": torch.randn(n, d, generator=g),
+        "b_dec": torch.randn(d, generator=g) * 0.3,
+    }
+    folder.mkdir(parents=True)
+    save_file(t, str(folder / "sae.safetensors"))
+    cfg = {
+        "activation": "topk",
+        "expansion_factor": 32,
+        "normalize_decoder": True,
+        "num_latents": n,
+        "k": k,
+        "multi_topk": False,
+        "skip_connection": False,
+        "transcode": transcode,
+        "d_in": d,
+    }
+    (folder / "cfg.json").write_text(json.dumps(cfg))
+    return t
+
+
+@pytest.mark.parametrize("transcode", [False, True])
+def test_sparsify_loader_matches_library_formula(tmp_path, transcode):
+    t = _write_sparsify(tmp_path / "sp", transcode=transcode)
+    sae = SparseDictionary.load(tmp_path / "sp")
+    assert sae.apply_b_dec_to_input is (not transcode)
+    x = torch.randn(6, 10, generator=torch.Generator().manual_seed(4))
+    # sparsify: x - b_dec unless transcoding; ReLU(linear) then top-k; decode Σ acts·W_dec[idx] + b_dec
+    sae_in = x if transcode else x - t["b_dec"]
+    pre = F.relu(sae_in @ t["encoder.weight"].T + t["encoder.bias"])
+    acts, idx = pre.topk(4, dim=-1)
+    recon = (acts.unsqueeze(-1) * t["W_dec"][idx]).sum(1) + t["b_dec"]
+    a2, i2 = sae.encode_topk(x)
+    dense_ref = torch.zeros_like(pre).scatter(-1, idx, acts)
+    torch.testing.assert_close(sae.encode(x).detach(), dense_ref)
+    torch.testing.assert_close(sae.decode_topk(a2, i2).detach(), recon)
+    torch.testing.assert_close(sae(x)[0].detach(), recon)
+
+
+@pytest.mark.optional
+def test_sparsify_loader_against_sparsify(tmp_path):
+    sparsify = pytest.importorskip("sparsify")
+    _write_sparsify(tmp_path / "sp")
+    ref = sparsify.SparseCoder.load_from_disk(tmp_path / "sp")
+    ours = load_sparsify(tmp_path / "sp")
+    x = torch.randn(5, 10)
+    with torch.no_grad():
+        enc = ref.encode(x)
+        dense_ref = torch.zeros(5, ours.n_latents).scatter(-1, enc.top_indices, enc.top_acts)
+        torch.testing.assert_close(ours.encode(x), dense_ref)
+        torch.testing.assert_close(
+            ours.decode_topk(*ours.encode_topk(x)), ref.decode(enc.top_acts, enc.top_indices)
+        )
+    # and a folder written by sparsify's own save_to_disk loads with our loader
+    ref.save_to_disk(tmp_path / "saved")
+    again = SparseDictionary.load(tmp_path / "saved")
+    torch.testing.assert_close(again.W_enc.detach(), ref.encoder.weight.detach().T)
+
+
+# ---------------------------------------------------------------- trainer
+def test_sparse_backward_equals_dense_autograd():
+    sae = _random_sae("topk", d=16, n=64, k=6, seed=2)
+    x = torch.randn(40, 16, generator=torch.Generator().manual_seed(5))
+
+    def sparse_loss():
+        recon, acts, _ = topk_autoencode(sae, x - sae.b_dec)
+        return (x - recon).pow(2).sum() + 0.1 * acts.sum()
+
+    def dense_loss():  # the textbook formula with plain autograd
+        pre = (x - sae.b_dec) @ sae.W_enc + sae.b_enc
+        v, i = F.relu(pre).topk(sae.k, dim=-1)
+        f = torch.zeros_like(pre).scatter(-1, i, v)
+        return (x - (f @ sae.W_dec + sae.b_dec)).pow(2).sum() + 0.1 * v.sum()
+
+    grads = []
+    for fn in (sparse_loss, dense_loss):
+        sae.zero_grad()
+        fn().backward()
+        grads.append({n: p.grad.clone() for n, p in sae.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+def _data(n=4096, d=16, seed=0):
+    from iclr26.data.synthetic import sparse_dictionary_activations
+
+    return sparse_dictionary_activations(n, d, 48, 3.0, seed=seed)
+
+
+def test_trainer_deterministic_and_seed_separation():
+    D = _data()
+    kw = dict(k=3, steps=25, batch_size=256, lr=3e-3, data_seed=7)
+    a = SAETrainer(64, init_seed=1, **kw).fit(D.X)
+    b = SAETrainer(64, init_seed=1, **kw).fit(D.X)
+    c = SAETrainer(64, init_seed=2, **kw).fit(D.X)
+    for n, p in a.sae_.named_parameters():
+        assert torch.equal(p, dict(b.sae_.named_parameters())[n]), n
+    assert a.batch_hash_ == c.batch_hash_  # same data order
+    assert not torch.equal(a.sae_.W_dec, c.sae_.W_dec)  # different init
+    d = SAETrainer(64, init_seed=1, **{**kw, "data_seed": 8}).fit(D.X)
+    assert d.batch_hash_ != a.batch_hash_
+
+
+def test_trainer_learns_and_keeps_unit_decoder_rows():
+    D = _data(8192)
+    tr = SAETrainer(64, k=3, steps=150, batch_size=256, lr=5e-3, log_every=25).fit(D.X)
+    untrained = tr.init_sae(16)
+    with torch.no_grad():
+        untrained.b_dec.copy_(D.X.mean(0))
+    assert sae_stats(tr.sae_, D.X[:2000])["fvu"] < 0.5 * sae_stats(untrained, D.X[:2000])["fvu"]
+    torch.testing.assert_close(tr.sae_.W_dec.norm(dim=1), torch.ones(64), atol=1e-5, rtol=0)
+    st = sae_stats(tr.sae_, D.X[:2000])
+    assert st["l0"] <= 3.0 + 1e-6 and 0 <= st["fvu"] < 1
+    assert tr.transform(D.X[:5]).shape == (5, 64)
+
+
+def test_relu_l1_penalty_controls_sparsity():
+    D = _data(8192)
+    l0 = []
+    for lam in (0.01, 0.5):
+        tr = SAETrainer(
+            64, activation="relu", l1_coeff=lam, l1_warmup_steps=20, steps=120, batch_size=256, lr=5e-3
+        ).fit(D.X)
+        l0.append(sae_stats(tr.sae_, D.X[:2000])["l0"])
+    assert l0[1] < l0[0]
+
+
+def test_auxk_revives_dead_latents():
+    # a data set living in 2 directions leaves most latents dead; AuxK gives them gradient
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(4096, 2, generator=g) @ torch.randn(2, 16, generator=g)
+    kw = dict(k=2, steps=60, batch_size=256, lr=5e-3, dead_after_tokens=256 * 5)
+    with_aux = SAETrainer(64, auxk_alpha=1 / 32, **kw).fit(X)
+    without = SAETrainer(64, auxk_alpha=0.0, **kw).fit(X)
+    # dead latents get encoder updates only through AuxK
+    assert not torch.equal(with_aux.sae_.W_enc, without.sae_.W_enc)
+    assert with_aux.dead_mask_.dtype == torch.bool
+
+
+def test_trainer_user_errors():
+    with pytest.raises(UserError):
+        SAETrainer(8, activation="gelu").fit(torch.randn(64, 4))
+    with pytest.raises(UserError):
+        SAETrainer(8, k=2, batch_size=128).fit(torch.randn(64, 4))
+    with pytest.raises(UserError):
+        SAETrainer(8, k=2).transform(torch.randn(3, 4))
