@@ -11,6 +11,8 @@ PIP    := $(BIN)/python -m pip
 OUT    ?= runs
 PRESET ?= default
 PYTEST_ARGS ?=
+# two workers, one BLAS/OpenMP thread each: the fastest split of a 2-core machine for many small models
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test test-fast assets lint bench clean-venv help
 
@@ -38,10 +40,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	-@$(BIN)/python -m iclr26.assets fetch --quiet
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 assets: $(VENV)/.installed
 	$(BIN)/python -m iclr26.assets fetch

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,11 @@ def test_readme_has_python_blocks():
 
 
 @pytest.mark.parametrize("i", range(len(BLOCKS)))
-def test_readme_block_runs(i, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    exec(compile(BLOCKS[i], f"README block {i}", "exec"), {"__name__": "__readme__"})
+def test_readme_block_runs(i, tmp_path):
+    # each block in a fresh interpreter, as a user would paste it (no state leaks between blocks)
+    out = subprocess.run([sys.executable, "-c", BLOCKS[i]], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, f"README block {i} failed:\n{out.stderr[-3000:]}"
 
 
 def test_status_table_matches_registry():
