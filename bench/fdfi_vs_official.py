@@ -22,7 +22,7 @@ import torch
 from scipy.stats import spearmanr
 from sklearn.ensemble import RandomForestRegressor
 
-from iclr26.data.synthetic_fi import correlated_blocks
+from iclr26.data.feature_importance import correlated_blocks
 from iclr26.flows.fdfi import FDFI
 from iclr26.flows.fdfi_stats import infer
 

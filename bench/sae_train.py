@@ -74,7 +74,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median reported)")
     p.add_argument("--rows", type=int, default=32768)
     a = p.parse_args()
-    from iclr26.data.synthetic import sparse_dictionary_activations
+    from iclr26.data.sparse_dictionary import sparse_dictionary_activations
 
     X = sparse_dictionary_activations(a.rows, a.d, 4 * a.d, 32.0, seed=0).X
     load0 = os.getloadavg()[0]

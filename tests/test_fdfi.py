@@ -7,7 +7,7 @@ from scipy.linalg import expm, sqrtm
 from scipy.stats import norm
 
 from iclr26.core import UserError
-from iclr26.data.synthetic_fi import (
+from iclr26.data.feature_importance import (
     block_covariance,
     clayton_copula_blocks,
     correlated_blocks,

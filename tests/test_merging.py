@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from iclr26.core.errors import UserError
-from iclr26.data.synthetic_tasks import make_subspace_tasks, pca_whiten
+from iclr26.data.subspace_tasks import make_subspace_tasks, pca_whiten
 from iclr26.merging import (
     ContinualMerger,
     continual_merge,

@@ -233,7 +233,7 @@ def test_sparse_backward_equals_dense_autograd():
 
 
 def _data(n=4096, d=16, seed=0):
-    from iclr26.data.synthetic import sparse_dictionary_activations
+    from iclr26.data.sparse_dictionary import sparse_dictionary_activations
 
     return sparse_dictionary_activations(n, d, 48, 3.0, seed=seed)
 

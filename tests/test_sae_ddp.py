@@ -24,7 +24,7 @@ def test_cli_help(capsys):
 
 @pytest.mark.parametrize("activation", ["topk"])
 def test_two_process_ddp_matches_single_process(tmp_path, activation):
-    from iclr26.data.synthetic import sparse_dictionary_activations
+    from iclr26.data.sparse_dictionary import sparse_dictionary_activations
 
     X = sparse_dictionary_activations(2048, 16, 48, 3.0, seed=3).X
     save_file({"acts": X}, str(tmp_path / "acts.safetensors"))

@@ -19,7 +19,7 @@ from sklearn.metrics import roc_auc_score
 
 from iclr26.core import param
 from iclr26.core.progress import progress
-from iclr26.data.synthetic_fi import clayton_copula_blocks, correlated_blocks, gaussian_mixture_blocks
+from iclr26.data.feature_importance import clayton_copula_blocks, correlated_blocks, gaussian_mixture_blocks
 from iclr26.flows.fdfi import FDFI
 from iclr26.flows.fdfi_baselines import conditional_permutation_ueifs, fdfi_crossfit, kfold_fit, loco_ueifs
 from iclr26.flows.fdfi_stats import infer

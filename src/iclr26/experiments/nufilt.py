@@ -23,7 +23,7 @@ from iclr26.core import param, progress
 from iclr26.core.errors import MissingAssetError
 from iclr26.core.seed import make_generator
 from iclr26.data import images
-from iclr26.data.synthetic_tasks import make_subspace_tasks, pca_whiten
+from iclr26.data.subspace_tasks import make_subspace_tasks, pca_whiten
 from iclr26.merging import ContinualMerger, top_right_singular
 from iclr26.merging.continual import continual_metrics
 from iclr26.runs import Result, RunContext, claim

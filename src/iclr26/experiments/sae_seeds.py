@@ -19,7 +19,7 @@ import torch
 
 from iclr26.core import param
 from iclr26.core.errors import UserError
-from iclr26.data.synthetic import sparse_dictionary_activations
+from iclr26.data.sparse_dictionary import sparse_dictionary_activations
 from iclr26.interp.matching import compare_saes, match_sparse, max_cosine, shared_mask
 from iclr26.interp.train import SAETrainer, sae_stats
 from iclr26.runs import Result, RunContext, claim
