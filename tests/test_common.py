@@ -51,3 +51,99 @@ def test_smoke_preset_runs_and_writes_files(slug, tmp_path):
     assert not bad, f"non-finite metrics: {bad}"
     claims = json.loads((run_dir / "claims.json").read_text())
     assert claims and all({"name", "statement", "value", "threshold", "holds"} <= set(c) for c in claims)
+
+
+# ---------------------------------------------------------------------------- library modules
+def _library_modules_used(module_name: str) -> set[str]:
+    """The iclr26 library modules (not core/runs) that an experiment module imports, anywhere in it."""
+    import ast
+    import importlib
+    import importlib.util
+    import inspect
+
+    mod = importlib.import_module(module_name)
+    used = set()
+    for node in ast.walk(ast.parse(inspect.getsource(mod))):
+        if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("iclr26."):
+            continue
+        for alias in node.names:
+            full = f"{node.module}.{alias.name}"
+            if importlib.util.find_spec(node.module).submodule_search_locations is None:
+                home = node.module  # a name from a module
+            elif importlib.util.find_spec(full) is not None:
+                home = full  # a submodule of a package
+            else:
+                home = getattr(importlib.import_module(node.module), alias.name).__module__
+            if not home.startswith(("iclr26.core", "iclr26.runs")):
+                used.add(home)
+    return used
+
+
+@pytest.mark.parametrize("slug", IMPLEMENTED)
+def test_paper_names_its_library_modules(slug):
+    import importlib
+
+    paper = registry.get(slug)
+    assert paper.library, f"{slug}: registry.Paper.library is empty"
+    for name in paper.library:
+        importlib.import_module(name)
+    missing = _library_modules_used(paper.module) - set(paper.library)
+    assert not missing, f"{slug} uses library modules its Paper entry does not name: {sorted(missing)}"
+
+
+# ---------------------------------------------------------------------------- default preset
+# Gated claims measured NOT to hold at the CPU default preset, per paper, each with its reason. They
+# stay gated (reported as failing in every run) and are exempted here only; remove an entry as soon
+# as the claim holds.
+KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
+    "functional-rectified-flow": {
+        "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps and "
+        "reflow inherits that (docs/functional-rectified-flow.md)",
+    },
+}
+
+
+def _fashion_mnist_or_skip() -> None:
+    from iclr26.core.errors import MissingAssetError
+    from iclr26.data import images
+
+    try:
+        images.load_fashion_mnist("test")
+    except MissingAssetError:
+        pytest.skip("Fashion-MNIST (Debian dataset-fashion-mnist) not installed")
+
+
+# Default presets whose thresholds were fixed on an offline asset: (probe that skips without it,
+# metric that must be 1.0 to show the asset was used). composable-subnetworks falls back to sklearn
+# digits without Fashion-MNIST, where the permuted-sum control C3b does not hold (its docs say so).
+NEEDS_ASSET_AT_DEFAULT = {
+    "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "slug",
+    [pytest.param(s, marks=pytest.mark.real) if s in NEEDS_ASSET_AT_DEFAULT else s for s in IMPLEMENTED],
+)
+def test_default_preset_gated_claims_hold(slug, tmp_path):
+    if slug in NEEDS_ASSET_AT_DEFAULT:
+        NEEDS_ASSET_AT_DEFAULT[slug][0]()
+    _, result = run_paper(slug, preset="default", out=tmp_path, device="cpu")
+    if slug in NEEDS_ASSET_AT_DEFAULT:
+        assert result.metrics[NEEDS_ASSET_AT_DEFAULT[slug][1]] == 1.0
+    known = KNOWN_FAILING_AT_DEFAULT.get(slug, {})
+    names = {c.name for c in result.claims}
+    assert set(known) <= names, f"known failures name claims that do not exist: {set(known) - names}"
+    failed = [
+        (c.name, c.value, c.op, c.threshold)
+        for c in result.claims
+        if c.gated and not c.holds and c.name not in known
+    ]
+    assert not failed, f"gated claims failed: {failed}; notes: {result.notes}"
+
+
+def test_known_failures_name_implemented_papers():
+    assert set(KNOWN_FAILING_AT_DEFAULT) <= set(IMPLEMENTED)
+    assert set(NEEDS_ASSET_AT_DEFAULT) <= set(IMPLEMENTED)
+    assert all(reason for claims in KNOWN_FAILING_AT_DEFAULT.values() for reason in claims.values())

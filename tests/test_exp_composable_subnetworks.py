@@ -1,4 +1,4 @@
-"""The composable-subnetworks reproduction: smoke wiring and the default preset's gated claims."""
+"""The composable-subnetworks reproduction: smoke wiring (default-preset claims: tests/test_common.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import math
 import pytest
 import torch
 
-from iclr26.core.errors import MissingAssetError
-from iclr26.data import images
 from iclr26.experiments import composable_subnetworks as exp
 from iclr26.runs import RunContext
 from iclr26.sparsity.subnetworks import load_masks
@@ -32,15 +30,24 @@ def test_smoke_wires_everything(tmp_path):
         "C1a",
         "C1b",
         "C1c",
-        "C1d",
         "C1e",
+        "C1f",
         "C2",
         "C3a",
         "C3b",
         "C4a",
         "C4b",
+        "ctrl_C1d",
         "S0",
     }
+    assert all(c.gated for c in res.claims)  # the headline C3a is gated too
+    # Two seeds: every gated value is mean -/+ sd of the per-seed values, and those are recorded.
+    assert res.metrics["n_seeds"] == 2.0
+    for key, name, sign in (("weight_sum_minus_permuted", "C3b", -1), ("barrier_same", "C4b", 1)):
+        vals = [res.metrics[f"seed{i}_{key}"] for i in range(2)]
+        mean, sd = sum(vals) / 2, abs(vals[0] - vals[1]) / math.sqrt(2)
+        value = next(c.value for c in res.claims if c.name == name)
+        assert value == pytest.approx(mean + sign * sd)
     assert sorted(ctx.figures) == ["barrier", "composition", "mask_overlap", "per_module"]
     masks = load_masks(tmp_path / "masks.safetensors")
     assert len(masks) == 10 * 3 and all(m.dtype == torch.bool for m in masks.values())
@@ -48,17 +55,3 @@ def test_smoke_wires_everything(tmp_path):
     assert len(curves["composition"]["weight_sum"]["accuracy"]) == 10
     assert curves["barrier_same"]["barrier"] >= 0
 
-
-@pytest.mark.slow
-@pytest.mark.real
-def test_default_preset_gated_claims_hold(tmp_path):
-    # The thresholds were fixed for Fashion-MNIST; the digits fallback is reported, not asserted
-    # (there the permuted-sum control C3b does not hold; see docs/composable-subnetworks.md).
-    try:
-        images.load_fashion_mnist("test")
-    except MissingAssetError:
-        pytest.skip("Fashion-MNIST (Debian dataset-fashion-mnist) not installed")
-    res, _ = _run("default", tmp_path)
-    assert res.metrics["dataset_is_fashion_mnist"] == 1.0
-    failed = [(c.name, c.value, c.op, c.threshold) for c in res.claims if c.gated and not c.holds]
-    assert not failed, f"gated claims failed: {failed}; notes: {res.notes}"

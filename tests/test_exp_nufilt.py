@@ -1,4 +1,4 @@
-"""The NUFILT reproduction: smoke wiring, graceful skip without Fashion-MNIST, gated claims at default."""
+"""The NUFILT reproduction: smoke wiring, graceful skip without Fashion-MNIST (default claims: test_common.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,15 @@ def _run(tmp_path, preset: str, **over):
 
 def test_smoke_runs_and_reports(tmp_path):
     res = _run(tmp_path, "smoke")
-    assert {c.name for c in res.claims} >= {"C1a_premise_fc1", "C2_acc_vs_OPCM", "C4a_adapter_plasticity"}
+    names = {c.name for c in res.claims}
+    assert names >= {"C1b_premise_fc2", "ctrl_premise_fc1", "C2_acc_vs_OPCM", "C4a_adapter_plasticity"}
+    # controls and sanity checks are listed apart and never gated; the spec's claims are gated
+    for c in res.claims:
+        control = c.name.startswith(("ctrl_", "sanity_"))
+        assert c.gated != control, c.name
+        assert c.statement.startswith(("control:", "sanity:")) == control, c.name
+    # the C2 gaps are judged over independent seeds: the smoke preset runs two
+    assert "s4_NUFILT_acc_seed_std" in res.metrics
     assert all(v == v for v in res.metrics.values())  # finite (no NaN)
     assert (tmp_path / "figures" / "overlap_sweep.png").exists()
     assert (tmp_path / "results.json").exists()
@@ -35,8 +43,39 @@ def test_missing_fashion_mnist_is_skipped_with_a_note(tmp_path, monkeypatch):
     assert not any(k.startswith("fmnist_") for k in res.metrics)
 
 
-@pytest.mark.slow
-def test_default_preset_gated_claims_hold(tmp_path):
-    res = _run(tmp_path, "default")
-    failed = [(c.name, round(c.value, 3), c.op, c.threshold) for c in res.claims if c.gated and not c.holds]
-    assert not failed, failed
+def _fake_suite(gain: float, rng, n_orders: int = 5) -> dict:
+    """A suite whose rival arms and NUFILT's two ablations (no adapter / no projector) are one noisy
+    arm, and NUFILT = that arm + ``gain`` (ACC and BWT)."""
+    base_acc = 0.8 + 0.005 * rng.standard_normal(n_orders)
+    base_bwt = -0.05 + 0.005 * rng.standard_normal(n_orders)
+    arms = {m: {"acc": list(base_acc), "bwt": list(base_bwt)} for m in ("OPCM", "TA", "WA", "WUDI", "TIES")}
+    arms["NUFILT-P-only"] = {"acc": list(base_acc), "bwt": list(base_bwt)}
+    arms["NUFILT-noP"] = {"acc": list(base_acc), "bwt": list(base_bwt)}
+    arms["NUFILT"] = {"acc": list(base_acc + gain), "bwt": list(base_bwt + gain)}
+    return {"lower": [0.6], "upper": [0.95], "align": [{"fc1": 0.9, "fc2": 0.5}], "methods": arms}
+
+
+@pytest.mark.parametrize("gain", [0.0, 0.05])
+def test_gates_fail_when_nufilt_adds_nothing(gain):
+    """Oracle for the claim logic: with NUFILT equal to its no-adapter / no-P / OPCM arms every
+    headline and ablation gate fails; with a clear +5-point gain they hold."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    cfg = exp.Config()
+    suites = {s: _fake_suite(gain, rng) for s in (0, 4, 8)}
+    fm = _fake_suite(gain, rng)
+    reps = {0: [suites[0]], 4: [suites[4], _fake_suite(gain, rng), _fake_suite(gain, rng)]}  # as run() does
+    metrics = {"fmnist_align_fc1": 0.9, "fmnist_align_fc2": 0.5}
+    for s, res in suites.items():
+        metrics |= {f"s{s}_align_fc1": 0.9, f"s{s}_align_fc2": 0.5, f"s{s}_lower_acc": 60.0, f"s{s}_upper_acc": 95.0}
+        metrics |= {f"s{s}_{m}_acc": 100 * float(np.mean(v["acc"])) for m, v in res["methods"].items()}
+    held = {c.name: c.holds for c in exp._claims(cfg, suites, fm, metrics, reps)}
+    judged = ["C2_acc_vs_OPCM", "C2_acc_vs_WUDI", "C2_acc_vs_TA", "C2_gap_vs_OPCM_exceeds_std",
+              "C2_fmnist_acc_vs_OPCM", "C4a_adapter_plasticity", "C4b_projector_stability",
+              "C4b_projector_stability_s0", "C3_bwt_vs_OPCM", "C3_bwt_vs_TA"]
+    if gain == 0.0:
+        assert not any(held[n] for n in judged), held
+    else:
+        assert all(held[n] for n in judged), held
+    assert held["C1b_premise_fc2"] and held["C1a_premise_fc2_fmnist"]  # 0.5 / (12/128) = 5.3 >= 3

@@ -1,4 +1,4 @@
-"""The sae-seeds reproduction: smoke wiring, graceful skip of the real-text part, default-preset claims."""
+"""The sae-seeds reproduction: smoke wiring, graceful skip of the real-text part, the larger LM variant."""
 
 from __future__ import annotations
 
@@ -18,11 +18,58 @@ def _run(tmp_path, preset="smoke", **over):
     return m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, preset))
 
 
+# Metrics that may legitimately be NaN, each with the condition that makes it undefined (checked, so a
+# NaN outside that condition still fails). ``shared_*`` are the per-width fractions over seed pairs.
+_MAY_BE_NAN = {
+    # medians/ranks of shared vs unshared firing frequencies: undefined when one of the groups is empty
+    "_freq_ratio_median": lambda g: g("shared_max") == 0.0 or g("shared_min") == 1.0,
+    "_mannwhitney_p": lambda g: g("shared_max") == 0.0 or g("shared_min") == 1.0,
+    # ground-truth match of shared (unshared) latents: undefined when no latent is shared (unshared)
+    "_unshared_match_true": lambda g: g("shared_min") == 1.0,
+    "_shared_match_true": lambda g: g("shared_max") == 0.0,
+    # shared fraction among live latents: undefined when every latent is dead
+    "_shared_live_mean": lambda g: g("dead_frac") == 1.0,
+}
+_FRACTIONS = (  # fractions, probabilities and 0/1 flags: must lie in [0, 1]
+    "_shared_mean", "_shared_min", "_shared_max", "_shared_live_mean", "_lenient_mean", "_dead_frac",
+    "_match_true", "_true_features_recovered", "_mannwhitney_p", "_enc_partner_agreement",
+    "_max_abs_diff_shared", "same_seed_shared", "untrained_shared", "batch_order_identical",
+    "same_seed_bit_identical", "lm_skipped",
+)  # fmt: skip
+
+
+def _check_metric_values(metrics: dict[str, float], preset: dict) -> None:
+    """Every metric finite unless listed in _MAY_BE_NAN *and* its condition holds; sanity ranges."""
+    assert metrics, "no metrics"
+    for name, v in metrics.items():
+        if math.isnan(v):
+            suffix = next((s for s in _MAY_BE_NAN if name.endswith(s)), None)
+            assert suffix is not None, f"{name} is NaN and is not one of the metrics allowed to be"
+            prefix = name[: -len(suffix)]
+            cause = _MAY_BE_NAN[suffix](lambda key, p=prefix: metrics[f"{p}_{key}"])
+            assert cause, f"{name} is NaN although its condition for being undefined does not hold"
+            continue
+        assert math.isfinite(v), f"{name}={v}"
+        if name.endswith(_FRACTIONS):
+            assert 0.0 <= v <= 1.0, f"{name}={v} is not in [0, 1]"
+        if name.endswith(("_enc_cos_mean", "_dec_cos_mean")):
+            assert -1.0 <= v <= 1.0, f"{name}={v}"
+        if name.endswith(("_fvu", "_seconds", "_freq_ratio_median", "relu_l0", "topk_matched_l0")):
+            assert v >= 0.0, f"{name}={v}"
+    for w in preset["widths"]:  # TopK SAEs fire at most k latents per input
+        assert 0.0 < metrics[f"topk_w{w}_l0"] <= preset["k"] + 1e-6
+        lo, mean, hi = (metrics[f"topk_w{w}_shared_{s}"] for s in ("min", "mean", "max"))
+        assert lo <= mean <= hi
+    assert metrics["topk_matched_l0"] <= metrics["topk_matched_k"] + 1e-6
+    assert metrics["data_mean_l0"] == pytest.approx(preset["expected_l0"], rel=0.1)
+    assert metrics["relu_lambda"] > 0.0
+
+
 def test_smoke_wires_everything(tmp_path):
     res = _run(tmp_path)
     names = {c.name for c in res.claims}
     assert {"C1", "C1-control-same-seed", "C1-control-untrained", "C2", "C3", "C4", "C5"} <= names
-    assert all(math.isfinite(v) or math.isnan(v) for v in res.metrics.values())
+    _check_metric_values(res.metrics, m.PRESETS["smoke"])
     by = {c.name: c for c in res.claims}
     # even at smoke size: same-seed reruns are bit-identical, data order is shared, sparse == exact
     assert by["C1-control-same-seed"].holds and res.metrics["same_seed_bit_identical"] == 1.0
@@ -55,13 +102,6 @@ def test_lm_part_skips_gracefully_when_assets_missing(tmp_path, monkeypatch):
     assert res.metrics["lm_skipped"] == 1.0
     assert "part (b) skipped" in res.notes and "Austen" in res.notes
     assert "C2-lm" not in {c.name for c in res.claims}
-
-
-@pytest.mark.slow
-def test_default_preset_gated_claims_hold(tmp_path):
-    res = _run(tmp_path, preset="default")
-    failed = [(c.name, c.value, c.op, c.threshold) for c in res.claims if c.gated and not c.holds]
-    assert not failed, failed
 
 
 @pytest.mark.slow

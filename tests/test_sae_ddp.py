@@ -12,7 +12,8 @@ import torch
 from safetensors.torch import save_file
 
 from iclr26.interp.sae import SparseDictionary
-from iclr26.interp.train import SAETrainer, main
+from iclr26.interp.train import SAETrainer
+from iclr26.interp.train_cli import main
 
 
 def test_cli_help(capsys):
@@ -46,7 +47,7 @@ def test_two_process_ddp_matches_single_process(tmp_path, activation):
         "--nproc_per_node",
         "2",
         "-m",
-        "iclr26.interp.train",
+        "iclr26.interp.train_cli",
         "--data",
         str(tmp_path / "acts.safetensors"),
         "--out",

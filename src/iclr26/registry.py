@@ -7,6 +7,10 @@ dependencies load only when that paper runs. An experiment module defines:
 - ``PRESETS``: ``{"smoke": {...}, "default": {...}, "paper": {...}}`` overrides of ``Config``;
 - ``DESCRIPTION``: a few lines on what the reproduction does;
 - ``run(cfg, ctx) -> Result``.
+
+Each implemented :class:`Paper` also names its ``library`` modules (the reusable code the experiment
+calls), so that a slug leads to its code: ``iclr26 show <slug>`` prints them, and
+``tests/test_common.py`` checks that they import and cover every library module the experiment uses.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Paper:
     title: str
     id: str
     module: str | None = None  # dotted experiment module when implemented
+    library: tuple[str, ...] = ()  # dotted library modules the experiment is built on
 
     @property
     def status(self) -> str:
@@ -55,7 +60,8 @@ PAPERS: tuple[Paper, ...] = (
           "HUMOF: Human Motion Forecasting in Interactive Social Scenes", "arXiv 2506.03753"),
     Paper("P3", "composable-subnetworks", "sparsity",
           "Composable Sparse Subnetworks via Maximum-Entropy Principle", "OpenReview IHwx5ioIP2",
-          module=_exp("composable-subnetworks")),
+          module=_exp("composable-subnetworks"),
+          library=("iclr26.sparsity.subnetworks", "iclr26.data.images")),
     Paper("P4", "mi-ue", "poisoning",
           "Why Do Unlearnable Examples Work: A Novel Perspective of Mutual Information", "arXiv 2603.03725"),
     Paper("P5", "culture-neurons", "interp",
@@ -68,7 +74,9 @@ PAPERS: tuple[Paper, ...] = (
           "Alignment Blind Spots", "arXiv 2504.03735"),
     Paper("P8", "nufilt", "merging",
           "Null-Space Filtering for Data-Free Continual Model Merging", "arXiv 2509.21413",
-          module=_exp("nufilt")),
+          module=_exp("nufilt"),
+          library=("iclr26.merging.nufilt", "iclr26.merging.continual", "iclr26.merging.baselines",
+                   "iclr26.merging.task_vectors", "iclr26.data.subspace_tasks", "iclr26.data.images")),
     Paper("P9", "degenerate-explanations", "graphs",
           "GNN Explanations that do not Explain and How to find Them", "arXiv 2601.20815"),
     Paper("P10", "sae-bias-latents", "interp",
@@ -79,13 +87,16 @@ PAPERS: tuple[Paper, ...] = (
           "arXiv 2509.00544"),
     Paper("P13", "functional-rectified-flow", "flows",
           "Flow Straight and Fast in Hilbert Space: Functional Rectified Flow", "arXiv 2509.10384",
-          module=_exp("functional-rectified-flow")),
+          module=_exp("functional-rectified-flow"),
+          library=("iclr26.flows.functional", "iclr26.flows.fno", "iclr26.flows.priors", "iclr26.flows.core")),
     Paper("P14", "ampo", "rl",
           "Adaptive Social Learning via Mode Policy Optimization for Language Agents", "arXiv 2505.02156"),
     Paper("P15", "rangeformer", "architectures",
           "RangeFormer: transformers for linear algebra (title not confirmed)", "OpenReview GBkRMi3qjD"),
     Paper("P16", "fdfi", "flows", "Flow-Disentangled Feature Importance", "OpenReview Fx8AtzGlTS",
-          module=_exp("fdfi")),
+          module=_exp("fdfi"),
+          library=("iclr26.flows.fdfi", "iclr26.flows.fdfi_stats", "iclr26.flows.fdfi_baselines",
+                   "iclr26.flows.core", "iclr26.data.feature_importance")),
     Paper("P17", "hyper-set", "architectures",
           "Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization", "arXiv 2502.11646"),
     Paper("P18", "ptq-meta-weighting", "diffusion",
@@ -93,7 +104,10 @@ PAPERS: tuple[Paper, ...] = (
           "Diffusion Models", "OpenReview FDdOD3qwS7"),
     Paper("P19", "sae-seeds", "interp",
           "Sparse Autoencoders Trained on the Same Data Learn Different Features", "arXiv 2501.16615",
-          module=_exp("sae-seeds")),
+          module=_exp("sae-seeds"),
+          library=("iclr26.interp.sae", "iclr26.interp.train", "iclr26.interp.topk_kernel",
+                   "iclr26.interp.matching", "iclr26.interp.capture", "iclr26.lm.loading",
+                   "iclr26.data.sparse_dictionary", "iclr26.data.text")),
 )
 
 _BY_SLUG = {p.slug: p for p in PAPERS}

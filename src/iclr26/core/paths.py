@@ -1,4 +1,13 @@
-"""Where iclr26 keeps caches and fetched data: ``$ICLR26_CACHE`` / ``$ICLR26_DATA`` or ``~/.cache/iclr26``."""
+"""The one place that says where iclr26 keeps files it builds or fetches.
+
+- :func:`cache_home`: ``$ICLR26_CACHE``, else ``~/.cache/iclr26`` — things iclr26 builds and may rebuild
+  (the dequantized Gemma 3 270M copy, downloads).
+- :func:`data_home`: ``$ICLR26_DATA``, else :func:`cache_home` — unpacked data sets (Debian packages
+  fetched by ``python -m iclr26.assets fetch``, Fashion-MNIST downloads); the loaders in
+  :mod:`iclr26.data` look here first.
+
+Both are read at call time (never at import), so tests and users can set the variables at any point.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +16,12 @@ from pathlib import Path
 
 
 def cache_home() -> Path:
-    return Path(os.environ.get("ICLR26_CACHE") or Path.home() / ".cache" / "iclr26")
+    """``$ICLR26_CACHE`` if set (``~`` expanded), else ``~/.cache/iclr26``."""
+    env = os.environ.get("ICLR26_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "iclr26"
 
 
 def data_home() -> Path:
-    return Path(os.environ.get("ICLR26_DATA") or cache_home())
+    """``$ICLR26_DATA`` if set (``~`` expanded), else :func:`cache_home`."""
+    env = os.environ.get("ICLR26_DATA")
+    return Path(env).expanduser() if env else cache_home()

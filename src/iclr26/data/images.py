@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import gzip
 import logging
-import os
 import shutil
 import struct
 import urllib.request
@@ -22,13 +21,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr26.assets import debian_dir
 from iclr26.core.errors import MissingAssetError, UserError
+from iclr26.core.io import atomic_path
 from iclr26.core.seed import make_generator
 
 log = logging.getLogger(__name__)
 
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
-FASHION_MNIST_CACHE_DIR = Path.home() / ".cache" / "iclr26" / "fashion-mnist"
 FASHION_MNIST_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 FASHION_MNIST_FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
@@ -66,15 +66,15 @@ def read_idx(path: str | Path) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype, count=count, offset=offset).reshape(dims)
 
 
+def fashion_mnist_dir() -> Path:
+    """Our own Fashion-MNIST folder, ``$ICLR26_DATA/fashion-mnist`` (where fetch and download put it)."""
+    return debian_dir("fashion-mnist")
+
+
 def _candidate_dirs(root: str | None) -> list[Path]:
     if root is not None:
         return [Path(root)]
-    dirs = []
-    env = os.environ.get("ICLR26_DATA")
-    if env:
-        dirs.append(Path(env) / "fashion-mnist")
-    dirs += [FASHION_MNIST_SYSTEM_DIR, FASHION_MNIST_CACHE_DIR]
-    return dirs
+    return [fashion_mnist_dir(), FASHION_MNIST_SYSTEM_DIR]
 
 
 def _find_files(d: Path, split: str) -> tuple[Path, Path] | None:
@@ -89,27 +89,28 @@ def _find_files(d: Path, split: str) -> tuple[Path, Path] | None:
     return out[0], out[1]
 
 
-def download_fashion_mnist(dest: str | Path = FASHION_MNIST_CACHE_DIR) -> Path:
-    """Download the four Fashion-MNIST IDX gz files into ``dest`` (needs internet)."""
-    dest = Path(dest)
+def download_fashion_mnist(dest: str | Path | None = None) -> Path:
+    """Download the four Fashion-MNIST IDX gz files into ``dest`` (default :func:`fashion_mnist_dir`)."""
+    dest = Path(dest) if dest is not None else fashion_mnist_dir()
     dest.mkdir(parents=True, exist_ok=True)
     for names in FASHION_MNIST_FILES.values():
         for name in names:
             target = dest / name
             if target.is_file():
                 continue
-            tmp = dest / f".{name}.part-{os.getpid()}"
             log.info("downloading %s", FASHION_MNIST_URL + name)
             try:
-                with urllib.request.urlopen(FASHION_MNIST_URL + name, timeout=60) as r, open(tmp, "wb") as f:
+                with (
+                    atomic_path(target) as tmp,
+                    urllib.request.urlopen(FASHION_MNIST_URL + name, timeout=60) as r,
+                    open(tmp, "wb") as f,
+                ):
                     shutil.copyfileobj(r, f)
             except OSError as e:
-                tmp.unlink(missing_ok=True)
                 raise MissingAssetError(
                     f"Fashion-MNIST (download of {name} failed: {e})",
                     "sudo apt-get install dataset-fashion-mnist",
                 ) from None
-            os.replace(tmp, target)
     return dest
 
 
@@ -132,18 +133,17 @@ def load_fashion_mnist(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as X float32 [N, 28, 28] in [0, 1], y int64 [N].
 
-    Search order: ``root`` if given (only it); else ``$ICLR26_DATA/fashion-mnist``, the Debian package
-    directory ``/usr/share/datasets/fashion-mnist`` and the download cache ``~/.cache/iclr26/fashion-mnist``.
-    ``download=True`` fetches the files into ``root`` (or the cache) when none are found.
+    Search order: ``root`` if given (only it); else :func:`fashion_mnist_dir` (``$ICLR26_DATA/fashion-mnist``,
+    default ``~/.cache/iclr26/fashion-mnist``: where ``python -m iclr26.assets fetch`` and downloads put it)
+    and the system package directory ``/usr/share/datasets/fashion-mnist``.
+    ``download=True`` fetches the files into ``root`` (or :func:`fashion_mnist_dir`) when none are found.
     """
     if split not in FASHION_MNIST_FILES:
         raise UserError(f"Fashion-MNIST split {split!r}: allowed values are 'train', 'test'")
     dirs = _candidate_dirs(root)
     found = next((f for d in dirs if (f := _find_files(d, split)) is not None), None)
     if found is None and download:
-        found = _find_files(
-            download_fashion_mnist(dirs[0] if root is not None else FASHION_MNIST_CACHE_DIR), split
-        )
+        found = _find_files(download_fashion_mnist(dirs[0]), split)
     if found is None:
         raise MissingAssetError(
             f"Fashion-MNIST ({split}; looked in {', '.join(map(str, dirs))})",

@@ -11,40 +11,32 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 import warnings
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from iclr26.core import MissingAssetError, UserError
+from iclr26.assets import debian_dir, manual_command, unpack_debian
+from iclr26.core.errors import MissingAssetError, UserError
+from iclr26.core.paths import cache_home, data_home
 
 log = logging.getLogger(__name__)
 
 # janeaustenr::austen_books() order (publication order)
 BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
 _PKG_REL = "usr/lib/R/site-library/janeaustenr"
-_INSTALL = (
-    "cd /tmp && apt-get download r-cran-janeaustenr && "
-    "dpkg -x r-cran-janeaustenr_*.deb ~/.cache/iclr26/janeaustenr && pip install rdata"
-)
 
 
-def _cache_dir() -> Path:
-    env = os.environ.get("ICLR26_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "iclr26"
+def _install_hint() -> str:
+    return manual_command("janeaustenr") + ", then: pip install rdata"
 
 
 def _candidate_roots() -> list[Path]:
-    roots = []
-    if os.environ.get("ICLR26_DATA"):
-        roots.append(Path(os.environ["ICLR26_DATA"]).expanduser() / "janeaustenr")
-    roots += [_cache_dir() / "janeaustenr", Path("/")]
-    return roots
+    # data_home() is where `python -m iclr26.assets fetch` unpacks; cache_home() holds older
+    # whole-package extractions; "/" finds a system-wide `apt-get install r-cran-janeaustenr`
+    roots = [debian_dir("janeaustenr"), data_home() / "janeaustenr", cache_home() / "janeaustenr", Path("/")]
+    return list(dict.fromkeys(roots))
 
 
 def find_austen() -> Path | None:
@@ -57,35 +49,17 @@ def find_austen() -> Path | None:
 
 
 def ensure_austen() -> Path:
-    """Find the extracted package; if absent and apt is available, ``apt-get download`` + ``dpkg -x`` it
-    into ``~/.cache/iclr26/janeaustenr`` (or ``$ICLR26_CACHE/janeaustenr``). No R is installed."""
+    """Find the extracted package; if absent, unpack it with :func:`iclr26.assets.unpack_debian`
+    (``apt-get download`` + ``dpkg -x`` into ``$ICLR26_DATA/janeaustenr``). No R is installed."""
     found = find_austen()
     if found is not None:
         return found
-    if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
-        raise MissingAssetError("Jane Austen corpus (Debian r-cran-janeaustenr)", _INSTALL)
-    dest = _cache_dir() / "janeaustenr"
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            subprocess.run(
-                ["apt-get", "download", "r-cran-janeaustenr"],
-                cwd=tmp,
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
-            debs = sorted(Path(tmp).glob("r-cran-janeaustenr_*.deb"))
-            if not debs:
-                raise FileNotFoundError("apt-get download produced no .deb")
-            dest.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                ["dpkg", "-x", str(debs[0]), str(dest)], check=True, capture_output=True, timeout=120
-            )
-        except (subprocess.SubprocessError, OSError) as e:
-            raise MissingAssetError(f"Jane Austen corpus (automatic download failed: {e})", _INSTALL) from e
+    unpack_debian("janeaustenr")
     found = find_austen()
     if found is None:
-        raise MissingAssetError("Jane Austen corpus (extracted package has no data/Rdata.rdx)", _INSTALL)
+        raise MissingAssetError(
+            "Jane Austen corpus (extracted package has no data/Rdata.rdx)", _install_hint()
+        )
     return found
 
 
@@ -190,7 +164,7 @@ def load_austen(
         raise UserError(f"unknown Austen book(s) {bad}; choose from {', '.join(BOOKS)}")
     pkg = ensure_austen() if download else find_austen()
     if pkg is None:
-        raise MissingAssetError("Jane Austen corpus (Debian r-cran-janeaustenr)", _INSTALL)
+        raise MissingAssetError("Jane Austen corpus (Debian r-cran-janeaustenr)", _install_hint())
     lines = _austen_lines(str(pkg))
     out, n = [], 0
     for b in books:

@@ -1,7 +1,40 @@
-"""Interpretability core: activation capture over real Hugging Face modules (and, in sibling modules,
-SAEs, feature matching and training). Import submodules directly, e.g. ``from iclr26.interp.capture import
-capture``; this package imports nothing heavy on its own."""
+"""Interpretability core: hooks on named sites, activation capture, sparse dictionaries, SAE training, matching.
+
+Submodules (each is the one home of what it defines):
+
+- :mod:`~iclr26.interp.hooks` — read or replace a site's activation, hooks always removed;
+- :mod:`~iclr26.interp.capture` — capture only the requested sites and positions, batched and streamed;
+- :mod:`~iclr26.interp.sae` — :class:`SparseDictionary` (SAEs / transcoders), loaders, :func:`sae_stats`;
+- :mod:`~iclr26.interp.train` — :class:`SAETrainer` (TopK + AuxK, ReLU + L1; single process or DDP);
+- :mod:`~iclr26.interp.topk_kernel` — the sparse TopK autoencoder step used by the trainer;
+- :mod:`~iclr26.interp.train_cli` — ``python -m iclr26.interp.train_cli`` (torchrun entry point);
+- :mod:`~iclr26.interp.matching` — latent matching (exact Hungarian, sparse top-k) and SAE comparison.
+
+The names below are the entry points; everything else is imported from its submodule.
+"""
 
 from iclr26.interp.capture import Capture, RunningMoments, capture, iter_batches
+from iclr26.interp.hooks import eval_mode, hooks, register_replace_hook, register_site_hook, replace_sites
+from iclr26.interp.matching import compare_saes, match_exact, match_sparse
+from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify, sae_stats
+from iclr26.interp.train import SAETrainer
 
-__all__ = ["capture", "iter_batches", "Capture", "RunningMoments"]
+__all__ = [
+    "Capture",
+    "RunningMoments",
+    "capture",
+    "iter_batches",
+    "eval_mode",
+    "hooks",
+    "register_replace_hook",
+    "register_site_hook",
+    "replace_sites",
+    "compare_saes",
+    "match_exact",
+    "match_sparse",
+    "SparseDictionary",
+    "load_saelens",
+    "load_sparsify",
+    "sae_stats",
+    "SAETrainer",
+]

@@ -1,8 +1,9 @@
 """Activation capture: only the requested sites and token positions, batched, streamed, hooks always removed.
 
 Interpretability core shared by the ICLR 2026 interpretability reproductions (probes, SAEs, steering).
-Forward hooks on the real Hugging Face modules (resolved by :mod:`iclr26.lm.sites`) select token positions
-and apply per-sequence reductions *inside* the hook, so only the requested vectors leave the forward pass.
+Forward hooks (:mod:`iclr26.interp.hooks`) on the real Hugging Face modules (resolved by
+:mod:`iclr26.lm.sites`) select token positions and apply per-sequence reductions *inside* the hook, so
+only the requested vectors leave the forward pass.
 The forward pass stops (an internal ``StopForward`` raised by a hook on the deepest needed module) right
 after the last requested site, so later layers and the LM head are never computed unless ``logits`` is
 requested: on Gemma 3 270M (262k-token vocabulary) the head alone costs more than the whole trunk.
@@ -33,17 +34,18 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from iclr26.core import UserError, progress
-from iclr26.lm.sites import Site, get_adapter, register_site_hook
+from iclr26.core.errors import UserError
+from iclr26.core.io import atomic_write_json, save_tensors
+from iclr26.core.progress import progress
+from iclr26.interp.hooks import eval_mode, hooks, register_site_hook
+from iclr26.lm.sites import Site, canonical_name, get_adapter
 
 log = logging.getLogger(__name__)
 
@@ -54,44 +56,6 @@ _META_KEYS = ("index", "token_ids", "n_selected")
 
 class StopForward(Exception):  # noqa: N818 - control flow, not an error
     """Raised by the early-stop hook once every requested site has been captured."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# hooks
-# ---------------------------------------------------------------------------------------------------------
-@contextmanager
-def hooks(handles_factory: Callable[[list], None]):
-    """Run ``handles_factory(handles)`` (which appends ``RemovableHandle``s) and remove them all on exit.
-
-    Removal happens in ``finally``: exceptions, ``KeyboardInterrupt`` and a partial registration included.
-    """
-    handles: list = []
-    try:
-        handles_factory(handles)
-        yield handles
-    finally:
-        for h in reversed(handles):
-            h.remove()
-        handles.clear()
-
-
-@contextmanager
-def _eval_mode(model: nn.Module, need_eager: bool):
-    was_training = model.training
-    cfg = getattr(model, "config", None)
-    old_impl = getattr(cfg, "_attn_implementation", None)
-    switched = False
-    try:
-        model.eval()
-        if need_eager and old_impl not in (None, "eager"):
-            # sdpa/flash kernels return no attention weights; switch for this call only
-            model.set_attn_implementation("eager")
-            switched = True
-        yield
-    finally:
-        if switched:
-            model.set_attn_implementation(old_impl)
-        model.train(was_training)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -222,7 +186,7 @@ class Capture(Mapping):
     def _key(self, site: str) -> str:
         if site in self.sites or site in _META_KEYS:
             return site
-        alias = site.replace("blocks.", "layers.", 1).replace("attn.z", "attn.head_out")
+        alias = canonical_name(site)
         if alias in self.sites:
             return alias
         raise KeyError(f"{site!r} was not captured; captured: {self.sites}")
@@ -312,16 +276,12 @@ class _Store:
             self.flush()
 
     def flush(self) -> None:
-        from safetensors.torch import save_file
-
         if self.shard_dir is None or not any(self.buf[k] for k in self.buf):
             return
         k = len(self.manifest["shards"])
         name = f"shard_{k:05d}.safetensors"
         tensors = {key: torch.cat(v).contiguous() for key, v in self.buf.items() if v}
-        tmp = self.shard_dir / f".{name}.tmp-{os.getpid()}"
-        save_file(tensors, str(tmp))
-        os.replace(tmp, self.shard_dir / name)
+        save_tensors(self.shard_dir / name, tensors)
         first = self.sites[0]
         self.manifest["shards"].append({"file": name, "rows": int(tensors[first].shape[0])})
         self._write_manifest()
@@ -329,9 +289,7 @@ class _Store:
         self.buf_bytes = 0
 
     def _write_manifest(self) -> None:
-        tmp = self.shard_dir / f".{MANIFEST}.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(self.manifest, indent=2))
-        os.replace(tmp, self.shard_dir / MANIFEST)
+        atomic_write_json(self.shard_dir / MANIFEST, self.manifest)
 
     def finish(self) -> Capture:
         m = self.manifest
@@ -441,7 +399,7 @@ def capture(
 
     need_eager = any(s.needs_eager for s in resolved)
     row0 = 0
-    with _eval_mode(model, need_eager), hooks(install), torch.no_grad():
+    with eval_mode(model, need_eager), hooks(install), torch.no_grad():
         for batch in progress(_normalise_batches(batches), desc=desc):
             batch = dict(batch) if isinstance(batch, Mapping) else {"input_ids": batch}
             if "input_ids" not in batch:

@@ -332,3 +332,30 @@ def load_saelens(folder: str | Path) -> SparseDictionary:
     if arch == "jumprelu":
         want["threshold"] = t["threshold"] if "threshold" in t else torch.exp(t["log_threshold"])
     return sae.load_tensors_(want)
+
+
+@torch.no_grad()
+def sae_stats(sae: SparseDictionary, X: torch.Tensor, batch: int = 4096) -> dict[str, Any]:
+    """FVU, mean L0, dead fraction and per-latent firing frequency ``[n]`` of ``sae`` on ``X [N, d]``."""
+    n = sae.n_latents
+    fires = torch.zeros(n, dtype=torch.float64)
+    sq_err = 0.0
+    l0 = 0.0
+    Xf = X.float()
+    mean = Xf.mean(0)
+    total = float((Xf - mean).pow(2).sum())
+    for i in range(0, X.shape[0], batch):
+        xb = Xf[i : i + batch]
+        x_hat, f = sae(xb)
+        sq_err += float((xb - x_hat).pow(2).sum())
+        active = f > 0
+        fires += active.sum(0).double()
+        l0 += float(active.sum())
+    N = X.shape[0]
+    freq = (fires / N).float()
+    return {
+        "fvu": sq_err / total,
+        "l0": l0 / N,
+        "dead_frac": float((freq == 0).float().mean()),
+        "firing_freq": freq,
+    }

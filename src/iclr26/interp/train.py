@@ -5,145 +5,36 @@ Used by "Sparse Autoencoders Trained on the Same Data Learn Different Features"
 TopK follows sparsify: encoder on x − b_dec, ReLU then top-k, unit-norm decoder rows (gradient
 parallel to each row removed before the step, rows renormalised after), b_dec initialised to the
 first batch mean, loss = FVU + α·AuxK where AuxK makes the top k_aux = d/2 dead latents predict the
-residual. ReLU + L1 adds λ·Σ_j f_j‖W_dec,j‖ with a linear warm-up. The TopK step uses a sparse
-decoder (embedding_bag) and a sparse backward (CSR products), so only the encoder forward is dense.
+residual. ReLU + L1 adds λ·Σ_j f_j‖W_dec,j‖ with a linear warm-up. The TopK step uses the sparse
+kernel in :mod:`iclr26.interp.topk_kernel`, so only the encoder forward is dense.
 Data order depends only on ``data_seed`` and initialisation only on ``init_seed``.
 
-Under ``torchrun --nproc_per_node N`` each rank takes a contiguous 1/N slice of the same global
-batch; losses are normalised by global-batch constants, so the all-reduced (summed) gradient equals
-the single-process gradient on the global batch.
+Under ``torchrun --nproc_per_node N`` (see :mod:`iclr26.interp.train_cli` and
+:mod:`iclr26.core.distributed`) each rank takes a contiguous 1/N slice of the same global batch;
+losses are normalised by global-batch constants, so the all-reduced (summed) gradient equals the
+single-process gradient on the global batch. Evaluation: :func:`iclr26.interp.sae.sae_stats`.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import logging
 import math
-import os
-import warnings
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
+from iclr26.core.distributed import all_reduce_, all_reduce_grads_, dist_info
 from iclr26.core.errors import UserError
+from iclr26.core.estimators import BaseEstimator, check_is_fitted
 from iclr26.core.progress import progress
 from iclr26.core.seed import make_generator
 from iclr26.interp.sae import SparseDictionary
+from iclr26.interp.topk_kernel import topk_autoencode
 
 log = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------- distributed helpers
-def dist_info() -> tuple[int, int]:
-    """(rank, world_size) of the initialised default process group, else (0, 1)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def init_distributed_from_env(device: str = "auto") -> tuple[int, int, torch.device]:
-    """Initialise the process group when launched by torchrun (RANK/WORLD_SIZE set).
-
-    Backend gloo on CPU, nccl on CUDA. Returns (rank, world_size, device); (0, 1, device)
-    without torchrun.
-    """
-    import torch.distributed as dist
-
-    use_cuda = torch.cuda.is_available() if device == "auto" else device.startswith("cuda")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device(f"cuda:{local}") if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(dev)
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    return rank, world, dev
-
-
-# ---------------------------------------------------------------------- sparse TopK autograd
-def _csr(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    with warnings.catch_warnings():  # torch flags CSR as beta; the product used here is stable
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, val, shape, check_invariants=False)
-
-
-class _TopKAutoencode(torch.autograd.Function):
-    """recon = Σ_j relu(topk(x W_encᵀ + b_enc))_j · W_dec[idx_j] with a sparse backward.
-
-    Inputs: x [N, d], W_encT [n, d] (contiguous encoder rows), b_enc [n], W_dec [n, d_out], k.
-    Outputs: recon [N, d_out] (without b_dec), acts [N, k], idx [N, k].
-    Backward never forms a dense [N, n] gradient: weight gradients are CSR [n, N] @ dense [N, d].
-    """
-
-    @staticmethod
-    def forward(ctx, x, W_encT, b_enc, W_dec, k: int):  # noqa: N803
-        pre = torch.addmm(b_enc, x, W_encT.T)  # [N, n]
-        # top-k of pre then ReLU: same values as sparsify's ReLU-then-top-k, one pass fewer
-        vals, idx = pre.topk(k, dim=-1, sorted=False)
-        del pre
-        acts = vals.clamp_min_(0)
-        recon = F.embedding_bag(idx, W_dec, per_sample_weights=acts, mode="sum")  # [N, d_out]
-        ctx.save_for_backward(x, W_encT, W_dec, acts, idx)
-        ctx.mark_non_differentiable(idx)
-        return recon, acts, idx
-
-    @staticmethod
-    def backward(ctx, grad_recon, grad_acts_out, _grad_idx):  # noqa: ARG004
-        x, W_encT, W_dec, acts, idx = ctx.saved_tensors
-        N, k = idx.shape
-        n = W_dec.shape[0]
-        grad_recon = grad_recon.contiguous()
-        # d loss / d acts [N, k]: dot of the output gradient with each selected decoder row. The
-        # per-sample-weight backward of embedding_bag computes exactly these dots without
-        # materialising the [N, k, d] gather.
-        with torch.enable_grad():
-            psw = acts.detach().requires_grad_(True)
-            out = F.embedding_bag(idx, W_dec.detach(), per_sample_weights=psw, mode="sum")
-            (g,) = torch.autograd.grad(out, psw, grad_recon)
-        if grad_acts_out is not None:
-            g = g + grad_acts_out
-        g = g * (acts > 0)  # ReLU gate; the top-k selection passes gradient to selected entries
-        # CSR layout of the [n, N] selection matrix, shared by both weight gradients
-        flat = idx.reshape(-1)
-        if flat.is_cuda:
-            order = torch.argsort(flat, stable=True)
-        else:  # numpy's single-threaded radix sort: deterministic and immune to thread contention
-            order = torch.from_numpy(np.argsort(flat.numpy(), kind="stable"))
-        counts = torch.bincount(flat, minlength=n)
-        crow = torch.zeros(n + 1, dtype=torch.int64, device=flat.device)
-        torch.cumsum(counts, 0, out=crow[1:])
-        col = torch.div(order, k, rounding_mode="floor")  # sample index of each sorted entry
-        grad_x = grad_WencT = grad_benc = grad_Wdec = None
-        # CSR [n, N] @ dense [N, d]; sparse.addmm with beta=0 writes every row of the output
-        # (empty rows become 0) without zero-filling or copying a dense [n, d] buffer first.
-        if ctx.needs_input_grad[1]:
-            G = _csr(crow, col, g.reshape(-1)[order], (n, N))
-            grad_WencT = torch.sparse.addmm(torch.empty_like(W_encT), G, x, beta=0.0)
-        if ctx.needs_input_grad[2]:
-            grad_benc = torch.zeros(n, dtype=g.dtype, device=g.device).index_add_(0, flat, g.reshape(-1))
-        if ctx.needs_input_grad[3]:
-            A = _csr(crow, col, acts.reshape(-1)[order], (n, N))
-            grad_Wdec = torch.sparse.addmm(torch.empty_like(W_dec), A, grad_recon, beta=0.0)
-        if ctx.needs_input_grad[0]:
-            grad_x = F.embedding_bag(idx, W_encT, per_sample_weights=g, mode="sum")  # [N, d]
-        return grad_x, grad_WencT, grad_benc, grad_Wdec, None
-
-
-def topk_autoencode(
-    sae: SparseDictionary, x_in: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(recon incl. b_dec [N, d_out], acts [N, k], idx [N, k]) for an already-processed input."""
-    recon, acts, idx = _TopKAutoencode.apply(x_in, sae.W_enc_T, sae.b_enc, sae.W_dec, sae.k)
-    return recon + sae.b_dec, acts, idx
 
 
 # ---------------------------------------------------------------------- data order
@@ -177,8 +68,8 @@ def _as_batches(X: Any, batch_size: int, data_seed: int, hasher: Any) -> Iterato
 
 
 # ---------------------------------------------------------------------- trainer
-class SAETrainer:
-    """Train one :class:`SparseDictionary` (sklearn-style: ``fit(X) -> self``; results in ``sae_``).
+class SAETrainer(BaseEstimator):
+    """Train one :class:`SparseDictionary` (a scikit-learn estimator: ``fit(X) -> self``; results in ``sae_``).
 
     ``X`` is a tensor ``[N, d]`` (batches drawn by seeded permutations) or an iterable of global
     batches ``[B, d]`` (used in the given order). Learned: ``sae_``, ``history_`` (logged
@@ -253,8 +144,6 @@ class SAETrainer:
 
     # -- fit
     def fit(self, X: torch.Tensor | Iterable[torch.Tensor]) -> SAETrainer:
-        import torch.distributed as dist
-
         self._validate()
         rank, world = dist_info()
         device = torch.device(self.device) if not isinstance(self.device, torch.device) else self.device
@@ -299,17 +188,9 @@ class SAETrainer:
             with torch.no_grad():
                 if world > 1:
                     # one flat buffer → one all-reduce; SUM because losses are global-normalised
-                    for p in params:
-                        if p.grad is None:
-                            p.grad = torch.zeros_like(p)
-                    flat = torch.cat([p.grad.reshape(-1) for p in params])
-                    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-                    off = 0
-                    for p in params:
-                        p.grad.copy_(flat[off : off + p.numel()].view(p.shape))
-                        off += p.numel()
-                    dist.all_reduce(fired, op=dist.ReduceOp.MAX)
-                    dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+                    all_reduce_grads_(params)
+                    all_reduce_(fired, "max")
+                    all_reduce_(stats, "sum")
                 # drop the decoder-gradient component along each (unit) row, then renormalise after the step
                 Wd, gd = sae.W_dec, sae.W_dec.grad
                 par = torch.bmm(gd.unsqueeze(1), Wd.unsqueeze(2)).squeeze(
@@ -351,8 +232,7 @@ class SAETrainer:
 
     def transform(self, X: torch.Tensor) -> torch.Tensor:
         """Dense latents of the fitted SAE for ``X [N, d]`` (raises if :meth:`fit` was not called)."""
-        if not hasattr(self, "sae_"):
-            raise UserError("this SAETrainer is not fitted yet; call fit(X) first")
+        check_is_fitted(self, "sae_")
         with torch.no_grad():
             return self.sae_.encode(torch.as_tensor(X).to(self.sae_.W_dec.device))
 
@@ -406,104 +286,3 @@ class SAETrainer:
             l0 = (f > 0).sum()
         stats = torch.stack([l2.detach(), l0.to(l2.dtype), loss.detach()])
         return loss, fired, stats
-
-
-# ---------------------------------------------------------------------- evaluation
-@torch.no_grad()
-def sae_stats(sae: SparseDictionary, X: torch.Tensor, batch: int = 4096) -> dict[str, Any]:
-    """FVU, mean L0, dead fraction and per-latent firing frequency ``[n]`` of ``sae`` on ``X [N, d]``."""
-    n = sae.n_latents
-    fires = torch.zeros(n, dtype=torch.float64)
-    sq_err = 0.0
-    l0 = 0.0
-    Xf = X.float()
-    mean = Xf.mean(0)
-    total = float((Xf - mean).pow(2).sum())
-    for i in range(0, X.shape[0], batch):
-        xb = Xf[i : i + batch]
-        x_hat, f = sae(xb)
-        sq_err += float((xb - x_hat).pow(2).sum())
-        active = f > 0
-        fires += active.sum(0).double()
-        l0 += float(active.sum())
-    N = X.shape[0]
-    freq = (fires / N).float()
-    return {
-        "fvu": sq_err / total,
-        "l0": l0 / N,
-        "dead_frac": float((freq == 0).float().mean()),
-        "firing_freq": freq,
-    }
-
-
-# ---------------------------------------------------------------------- CLI (torchrun entry)
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m iclr26.interp.train",
-        description="Train a TopK or ReLU-L1 SAE on activations stored in a safetensors file. "
-        "Launch with torchrun --nproc_per_node N for data-parallel training (gloo on CPU, nccl on GPU).",
-    )
-    p.add_argument("--data", required=True, help="safetensors file holding the activations [N, d]")
-    p.add_argument("--key", default="acts", help="tensor name inside --data (default: acts)")
-    p.add_argument(
-        "--out", required=True, help="output folder (rank 0 writes sae.safetensors, cfg.json, train.json)"
-    )
-    p.add_argument("--n-latents", type=int, required=True)
-    p.add_argument("--activation", choices=["topk", "relu"], default="topk")
-    p.add_argument("--k", type=int, default=32)
-    p.add_argument("--l1-coeff", type=float, default=1.0)
-    p.add_argument("--l1-warmup-steps", type=int, default=0)
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=1024, help="global batch size (split across ranks)")
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--auxk-alpha", type=float, default=1 / 32)
-    p.add_argument("--dead-after-tokens", type=int, default=1_000_000)
-    p.add_argument("--init-seed", type=int, default=0)
-    p.add_argument("--data-seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--log-every", type=int, default=100)
-    a = p.parse_args(argv)
-
-    from iclr26.core.io import load_tensors
-
-    rank, world, dev = init_distributed_from_env(a.device)
-    try:
-        t = load_tensors(a.data)
-        if a.key not in t:
-            raise UserError(f"--key {a.key!r} not in {a.data}; available: {', '.join(sorted(t))}")
-        tr = SAETrainer(
-            a.n_latents,
-            activation=a.activation,
-            k=a.k,
-            l1_coeff=a.l1_coeff,
-            l1_warmup_steps=a.l1_warmup_steps,
-            steps=a.steps,
-            batch_size=a.batch_size,
-            lr=a.lr,
-            auxk_alpha=a.auxk_alpha,
-            dead_after_tokens=a.dead_after_tokens,
-            init_seed=a.init_seed,
-            data_seed=a.data_seed,
-            device=dev,
-            log_every=a.log_every,
-        ).fit(t[a.key])
-        if rank == 0:
-            tr.sae_.cpu().save(a.out)
-            info = {
-                "history": tr.history_,
-                "batch_hash": tr.batch_hash_,
-                "world_size": world,
-                "n_steps": tr.n_steps_,
-                "n_tokens": tr.n_tokens_,
-            }
-            (Path(a.out) / "train.json").write_text(json.dumps(info, indent=2))
-    finally:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,25 @@
 """Language models for the interpretability core: loading, site adapters, tiny model organisms."""
 
-from iclr26.lm.loading import cache_dir, load_model
+from iclr26.lm.loading import load_model
 from iclr26.lm.organism import WordTokenizer, tiny_config, tiny_lm
-from iclr26.lm.sites import ModelAdapter, get_adapter, list_sites, register_family, resolve_site
+from iclr26.lm.sites import (
+    ModelAdapter,
+    Site,
+    canonical_name,
+    get_adapter,
+    list_sites,
+    register_family,
+    resolve_site,
+)
 
 __all__ = [
     "load_model",
-    "cache_dir",
     "tiny_lm",
     "tiny_config",
     "WordTokenizer",
     "ModelAdapter",
+    "Site",
+    "canonical_name",
     "get_adapter",
     "list_sites",
     "resolve_site",

