@@ -1,4 +1,7 @@
-"""Flow matching: the shared core (paths, velocity regression, ODE solvers) and functional rectified flow (P13)."""
+"""Flow matching: the shared core (paths, velocity regression, ODE solvers), functional rectified flow
+(P13, :mod:`~iclr26.flows.functional`) and flow-disentangled feature importance (P16,
+:mod:`~iclr26.flows.fdfi`; its statistics and baselines are in :mod:`~iclr26.flows.fdfi_stats` and
+:mod:`~iclr26.flows.fdfi_baselines`)."""
 
 from iclr26.flows.core import (
     ODE_METHODS,
@@ -10,6 +13,7 @@ from iclr26.flows.core import (
     reflow_pairs,
     sample,
 )
+from iclr26.flows.fdfi import FDFI, FlowDisentangler, GaussianDisentangler
 from iclr26.flows.fno import FNO1d, SpectralConv1d
 from iclr26.flows.functional import (
     FunctionalRectifiedFlow,
@@ -26,12 +30,15 @@ from iclr26.flows.functional import (
     value_density_mse,
 )
 from iclr26.flows.priors import (
+    RBFGP,
     FourierPrior,
+    GridGP,
     IIDNoise,
     LogitNormal,
     MaternGP,
     make_noise,
     matern_kernel,
+    rbf_kernel,
     uniform_grid,
 )
 
@@ -44,6 +51,9 @@ __all__ = [
     "odeint",
     "reflow_pairs",
     "sample",
+    "FDFI",
+    "FlowDisentangler",
+    "GaussianDisentangler",
     "FNO1d",
     "SpectralConv1d",
     "FunctionalRectifiedFlow",
@@ -61,8 +71,11 @@ __all__ = [
     "FourierPrior",
     "IIDNoise",
     "LogitNormal",
+    "GridGP",
     "MaternGP",
+    "RBFGP",
     "make_noise",
     "matern_kernel",
+    "rbf_kernel",
     "uniform_grid",
 ]

@@ -2,7 +2,8 @@
 
 Functional rectified flow needs a noise measure on L^2(D) itself, i.e. a Gaussian process N(0, C) with a
 trace-class covariance, that can be *sampled on whatever grid* the model is evaluated on. Provided:
-``MaternGP`` (Matérn-1/2, 3/2, 5/2 kernels, exact Cholesky sampling on any 1-D grid), ``FourierPrior``
+``MaternGP`` (Matérn-1/2, 3/2, 5/2 kernels) and ``RBFGP`` (the squared-exponential kernel, whose samples
+are infinitely smooth), both sampled exactly by Cholesky on any 1-D grid (shared base ``GridGP``), ``FourierPrior``
 (white noise coloured in Fourier space, the "fdp" prior of Franzese et al.'s functional diffusion code),
 ``IIDNoise`` (white noise per grid point; not an L^2 measure, the control) and the logit-normal time density
 of Esser et al. (2024) used to weight the loss over t.
@@ -23,7 +24,10 @@ log = logging.getLogger(__name__)
 __all__ = [
     "uniform_grid",
     "matern_kernel",
+    "rbf_kernel",
+    "GridGP",
     "MaternGP",
+    "RBFGP",
     "FourierPrior",
     "IIDNoise",
     "LogitNormal",
@@ -56,28 +60,29 @@ def matern_kernel(
     return sigma**2 * k
 
 
-class MaternGP:
-    """Zero-mean Matérn GP on a 1-D grid, sampled exactly by Cholesky (O(M^3), cached per grid).
+def rbf_kernel(x: Tensor, y: Tensor, *, sigma: float = 1.0, length: float = 0.1) -> Tensor:
+    """Squared-exponential (RBF) kernel matrix ``[len(x), len(y)]``: sigma^2 exp(-(x-y)^2 / (2 length^2))."""
+    d = (x[:, None] - y[None, :]) / length
+    return sigma**2 * torch.exp(-0.5 * d**2)
+
+
+class GridGP:
+    """Zero-mean GP on a 1-D grid, sampled exactly by Cholesky of ``covariance(grid) + jitter·sigma²·I``
+    (O(M^3), cached per grid). Subclasses set ``sigma``, ``jitter`` and define :meth:`covariance`.
 
     ``sample(n, grid, generator) -> [n, M]``; ``sampler(grid)`` gives the ``(n, generator) -> Tensor``
     closure that :func:`iclr26.flows.core.fit_velocity` takes as ``sample_noise``.
     """
 
-    def __init__(self, sigma: float = 1.0, length: float = 0.1, nu: float = 0.5, jitter: float = 1e-6):
-        if sigma <= 0 or length <= 0:
-            raise UserError(f"MaternGP: sigma and length must be > 0, got {sigma}, {length}")
-        if nu not in (0.5, 1.5, 2.5):
-            raise UserError(f"MaternGP: nu must be one of 0.5, 1.5, 2.5, got {nu}")
-        self.sigma, self.length, self.nu, self.jitter = float(sigma), float(length), float(nu), float(jitter)
-        self._chol: dict[tuple, Tensor] = {}
+    sigma: float
+    jitter: float
 
-    def __repr__(self) -> str:
-        return f"MaternGP(sigma={self.sigma}, length={self.length}, nu={self.nu})"
+    def __init__(self) -> None:
+        self._chol: dict[tuple, Tensor] = {}
 
     def covariance(self, grid: Tensor) -> Tensor:
         """Kernel matrix ``[M, M]`` (float64) on ``grid`` ``[M]``."""
-        g = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
-        return matern_kernel(g, g, sigma=self.sigma, length=self.length, nu=self.nu)
+        raise NotImplementedError
 
     def cholesky(self, grid: Tensor) -> Tensor:
         g = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
@@ -85,7 +90,13 @@ class MaternGP:
         if key not in self._chol:
             c = self.covariance(g)
             c = c + self.jitter * self.sigma**2 * torch.eye(len(g), dtype=torch.float64)
-            self._chol[key] = torch.linalg.cholesky(c)
+            chol, info = torch.linalg.cholesky_ex(c)
+            if int(info) != 0:
+                raise UserError(
+                    f"{self!r}: covariance on this {len(g)}-point grid is not positive definite even with "
+                    f"jitter={self.jitter}; pass a larger jitter (e.g. {self.jitter * 100:g})"
+                )
+            self._chol[key] = chol
         return self._chol[key]
 
     def sample(self, n: int, grid: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -96,6 +107,52 @@ class MaternGP:
 
     def sampler(self, grid: Tensor):
         return lambda n, generator: self.sample(n, grid, generator)
+
+
+class MaternGP(GridGP):
+    """Zero-mean Matérn GP (nu in {0.5, 1.5, 2.5}) on a 1-D grid; see :class:`GridGP` for sampling."""
+
+    def __init__(self, sigma: float = 1.0, length: float = 0.1, nu: float = 0.5, jitter: float = 1e-6):
+        if sigma <= 0 or length <= 0:
+            raise UserError(f"MaternGP: sigma and length must be > 0, got {sigma}, {length}")
+        if nu not in (0.5, 1.5, 2.5):
+            raise UserError(f"MaternGP: nu must be one of 0.5, 1.5, 2.5, got {nu}")
+        super().__init__()
+        self.sigma, self.length, self.nu, self.jitter = float(sigma), float(length), float(nu), float(jitter)
+
+    def __repr__(self) -> str:
+        return f"MaternGP(sigma={self.sigma}, length={self.length}, nu={self.nu})"
+
+    def covariance(self, grid: Tensor) -> Tensor:
+        """Kernel matrix ``[M, M]`` (float64) on ``grid`` ``[M]``."""
+        g = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
+        return matern_kernel(g, g, sigma=self.sigma, length=self.length, nu=self.nu)
+
+
+class RBFGP(GridGP):
+    """Zero-mean squared-exponential (RBF) GP on a 1-D grid; see :class:`GridGP` for sampling.
+
+    k(x, y) = sigma^2 exp(-(x-y)^2 / (2 length^2)), the ``sigma**2 * RBF(length_scale=length)`` of
+    scikit-learn. Its covariance matrix is numerically low-rank on fine grids (its eigenvalues decay
+    faster than any power), so the jitter is what makes the Cholesky factor exist; the default 1e-6·sigma² adds
+    one part in a million to the pointwise variance.
+    """
+
+    def __init__(self, sigma: float = 1.0, length: float = 0.1, jitter: float = 1e-6):
+        if sigma <= 0 or length <= 0:
+            raise UserError(f"RBFGP: sigma and length must be > 0, got {sigma}, {length}")
+        if not jitter > 0:
+            raise UserError(f"RBFGP: jitter must be > 0 (the RBF covariance is near-singular), got {jitter}")
+        super().__init__()
+        self.sigma, self.length, self.jitter = float(sigma), float(length), float(jitter)
+
+    def __repr__(self) -> str:
+        return f"RBFGP(sigma={self.sigma}, length={self.length})"
+
+    def covariance(self, grid: Tensor) -> Tensor:
+        """Kernel matrix ``[M, M]`` (float64) on ``grid`` ``[M]``."""
+        g = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
+        return rbf_kernel(g, g, sigma=self.sigma, length=self.length)
 
 
 class FourierPrior:
@@ -160,13 +217,16 @@ class IIDNoise:
         return lambda n, generator: self.sample(n, grid, generator)
 
 
-NOISES = ("matern", "fourier", "iid")
+NOISES = ("matern", "fourier", "iid", "rbf")
 
 
-def make_noise(kind: str, **kw) -> MaternGP | FourierPrior | IIDNoise:
-    """``"matern"`` -> MaternGP(**kw), ``"fourier"`` -> FourierPrior(**kw), ``"iid"`` -> IIDNoise(**kw)."""
+def make_noise(kind: str, **kw) -> GridGP | FourierPrior | IIDNoise:
+    """``"matern"`` -> MaternGP(**kw), ``"rbf"`` -> RBFGP(**kw), ``"fourier"`` -> FourierPrior(**kw),
+    ``"iid"`` -> IIDNoise(**kw)."""
     if kind == "matern":
         return MaternGP(**kw)
+    if kind == "rbf":
+        return RBFGP(**kw)
     if kind == "fourier":
         return FourierPrior(**kw)
     if kind == "iid":
