@@ -1,8 +1,10 @@
-"""Shared fixtures: deterministic seeding for every test, GPU skip, quiet progress bars."""
+"""Shared fixtures: deterministic seeding for every test, GPU skip, quiet progress bars, a fake paper."""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,3 +30,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def fake_paper(monkeypatch):
+    """Register tests/fake_experiment.py as an implemented paper named 'fake-paper'."""
+    from iclr26 import registry
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    paper = registry.Paper("P0", "fake-paper", "test", "A fake paper", "none", module="fake_experiment")
+    monkeypatch.setattr(registry, "PAPERS", registry.PAPERS + (paper,))
+    monkeypatch.setitem(registry._BY_SLUG, "fake-paper", paper)
+    yield paper
+    sys.path.remove(str(Path(__file__).parent))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,17 +12,6 @@ from pathlib import Path
 import pytest
 
 from iclr26 import cli, registry
-
-
-@pytest.fixture
-def fake_paper(monkeypatch):
-    """Register tests/fake_experiment.py as an implemented paper named 'fake-paper'."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    paper = registry.Paper("P0", "fake-paper", "test", "A fake paper", "none", module="fake_experiment")
-    monkeypatch.setattr(registry, "PAPERS", registry.PAPERS + (paper,))
-    monkeypatch.setitem(registry._BY_SLUG, "fake-paper", paper)
-    yield paper
-    sys.path.remove(str(Path(__file__).parent))
 
 
 def _one_line_error(capsys, argv, needle):
@@ -127,9 +118,7 @@ def test_missing_asset(tmp_path, capsys, fake_paper):
 def test_interrupted_run_leaves_no_final_files(tmp_path, capsys, fake_paper):
     rc = cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path), "--set", "mode=interrupt"])
     assert rc == 130
-    run_dir = tmp_path / "fake-paper-smoke"
-    assert not (run_dir / "metrics.json").exists() and not (run_dir / "claims.json").exists()
-    assert not list(run_dir.rglob(".*tmp*"))
+    assert list(tmp_path.iterdir()) == []  # no final directory, and the staging folder is removed
 
 
 def test_report_on_non_run(tmp_path, capsys):
@@ -139,3 +128,121 @@ def test_report_on_non_run(tmp_path, capsys):
 def test_python_dash_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "iclr26", "list"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "sae-seeds" in out.stdout
+
+
+# ---- issue 7 §2: run mechanics -----------------------------------------------------------------
+@pytest.fixture
+def broken_paper(monkeypatch, fake_paper):
+    paper = registry.Paper("P00", "broken-paper", "test", "A failing fake paper", "none",
+                           module="fake_broken_experiment")
+    monkeypatch.setattr(registry, "PAPERS", registry.PAPERS + (paper,))
+    monkeypatch.setitem(registry._BY_SLUG, "broken-paper", paper)
+    return paper
+
+
+def test_multi_slug_unknown_set_key_is_an_error(tmp_path, capsys):
+    err = _one_line_error(capsys, ["run", "nufilt", "fdfi", "--set", "stepz=3", "--out", str(tmp_path)],
+                          "not a config field of any of nufilt, fdfi")
+    assert "valid keys:" in err and "flow_steps" in err and "nufilt_steps" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_multi_slug_set_key_applied_where_it_exists(capsys):
+    split = cli._split_sets(["nufilt", "fdfi"], {"n": "200", "epochs": "2"})
+    assert split == {"nufilt": {"epochs": "2"}, "fdfi": {"n": "200"}}
+    out = capsys.readouterr().out.splitlines()
+    assert "--set n: applied to fdfi; not a field of nufilt" in out
+    assert "--set epochs: applied to nufilt; not a field of fdfi" in out
+
+
+def test_out_of_range_value_leaves_no_run_dir(tmp_path, capsys):
+    err = _one_line_error(capsys, ["run", "sae-seeds", "--set", "n_seeds=1", "--out", str(tmp_path)], "n_seeds")
+    assert "2 <= n_seeds" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cross_field_validate_runs_before_any_dir(tmp_path, capsys):
+    _one_line_error(capsys, ["run", "sae-seeds", "--preset", "smoke", "--set", "relu_width=48",
+                             "--out", str(tmp_path)], "must be one of widths")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_many_continues_after_a_failure(tmp_path, capsys, broken_paper):
+    rc = cli.main(["run", "broken-paper", "fake-paper", "--preset", "smoke", "--out", str(tmp_path),
+                   "--set", "steps=2"])
+    cap = capsys.readouterr()
+    assert rc == 1
+    assert "--set steps: applied to broken-paper; not a field of fake-paper" in cap.out
+    summary = cap.out[cap.out.index("summary:"):]
+    assert re.search(r"broken-paper\s+FAILED", summary) and re.search(r"fake-paper\s+ok\s+1/1\s+1", summary)
+    assert "!! broken-paper: FAILED: RuntimeError: boom" in summary
+    assert (tmp_path / "fake-paper-smoke" / "claims.json").exists()
+    assert not (tmp_path / "broken-paper-smoke").exists()
+    assert (tmp_path / "report.html").exists() and "report:" in cap.out
+    assert "1 of 2 papers did not finish: broken-paper" in cap.err
+
+
+def test_missing_assets_are_loud_in_summary_and_report(tmp_path, capsys, broken_paper):
+    rc = cli.main(["run", "fake-paper", "broken-paper", "--preset", "smoke", "--out", str(tmp_path),
+                   "--set", "behaviour=note-missing"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    line = "MISSING ASSET: the fake dataset (part (b) skipped); install with: pip install fake-data"
+    assert f"!! broken-paper: {line}" in out[out.index("summary:"):]
+    env = json.loads((tmp_path / "broken-paper-smoke" / "env.json").read_text())
+    assert env["missing_assets"] == [{"name": "the fake dataset", "install": "pip install fake-data",
+                                      "skipped": "part (b) skipped"}]
+    assert line in (tmp_path / "report.html").read_text()
+    assert line in (tmp_path / "broken-paper-smoke" / "report.md").read_text()
+    # a paper that raises MissingAssetError is a loud row too, and the others still run
+    rc = cli.main(["run", "broken-paper", "fake-paper", "--preset", "smoke", "--out", str(tmp_path / "b"),
+                   "--set", "behaviour=missing"])
+    out = capsys.readouterr().out
+    assert rc == 1 and re.search(r"broken-paper\s+MISSING ASSET", out)
+    assert (tmp_path / "b" / "fake-paper-smoke").is_dir()
+
+
+def _tree(d: Path) -> dict:
+    return {str(p.relative_to(d)): (p.stat().st_mtime_ns, p.read_bytes()) for p in d.rglob("*") if p.is_file()}
+
+
+def test_report_writes_nothing_into_run_dirs(tmp_path, capsys, fake_paper):
+    cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path)])
+    cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path)])
+    runs = [tmp_path / "fake-paper-smoke", tmp_path / "fake-paper-smoke-1"]
+    before = [_tree(d) for d in runs]
+    assert cli.main(["report", *map(str, runs)]) == 0
+    assert cli.main(["report", str(runs[0])]) == 0
+    assert [_tree(d) for d in runs] == before
+    assert (tmp_path / "report.html").exists() and (tmp_path / "report.md").exists()
+    _one_line_error(capsys, ["report", str(runs[0]), "--out", str(runs[0] / "sub")], "never writes into a run")
+    assert [_tree(d) for d in runs] == before
+
+
+def test_report_refuses_staging_folder(tmp_path, capsys):
+    stage = tmp_path / ".x-smoke.partial-123"
+    stage.mkdir()
+    (stage / "claims.json").write_text("[]")
+    _one_line_error(capsys, ["report", str(stage)], "unfinished run")
+
+
+def test_engine_thread_policy_and_backend(tmp_path, fake_paper):
+    import matplotlib
+    import torch
+
+    from iclr26 import engine
+
+    before = torch.get_num_threads()
+
+    @dataclasses.dataclass
+    class C:
+        threads: int = 1
+
+    threads, restore = engine._apply_thread_policy(C())
+    assert threads == 1 and torch.get_num_threads() == 1
+    restore()
+    assert torch.get_num_threads() == before
+    engine.run_paper("fake-paper", preset="smoke", out=tmp_path)
+    assert matplotlib.get_backend().lower() == "agg"
+    assert torch.get_num_threads() == before
+    assert not hasattr(engine, "load_run")

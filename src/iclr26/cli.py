@@ -1,15 +1,20 @@
 """Command line: ``iclr26 list | show <slug> | run <slug>... | report DIR...``.
 
-Bad input (unknown slug or key, planned paper, unwritable --out, missing asset) prints one line
-on stderr and exits with code 2, without a traceback.
+Bad input (unknown slug or key, a value outside a field's declared range, planned paper,
+unwritable --out, missing asset) prints one line on stderr and exits with code 2, without a
+traceback, before any run directory exists. Ctrl-C exits with 130 and leaves no run directory.
+With several papers, one that fails is reported in the closing summary table and the others go on.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import json
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 from iclr26.core.errors import UserError
@@ -37,11 +42,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from iclr26 import registry
-    from iclr26.core.config import field_docs
+    from iclr26.core.config import describe_range, field_docs
 
     p = registry.get(args.slug)
     print(f"{p.num} {p.slug} — {p.title}")
     print(f"id: {p.id} · area: {p.area} · status: {p.status} · docs: {p.docs}")
+    if p.library:
+        print(f"code: {p.module} · library: {', '.join(p.library)}")
     if p.module is None:
         return 0
     mod = p.load()
@@ -58,8 +65,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
         default = getattr(base, f.name)
         over = ", ".join(f"{pr}={presets[pr][f.name]!r}" for pr in names if f.name in presets[pr])
         print(f"  {f.name} = {default!r}" + (f"   [{over}]" if over else ""))
-        if docs.get(f.name):
-            print(f"      {docs[f.name]}")
+        rng = describe_range(mod.Config, f.name)
+        if docs.get(f.name) or rng:
+            print(f"      {docs.get(f.name, '')}" + (f"  (valid: {rng})" if rng else ""))
     print(f"\npresets: {', '.join(names)}  (iclr26 run {p.slug} --preset NAME --set key=value)")
     return 0
 
@@ -74,51 +82,121 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _split_sets(slugs: list[str], overrides: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Per slug, the ``--set`` keys that are fields of its Config.
+
+    With one slug every key must be one of its fields (``apply_overrides`` names the valid ones).
+    With several, a key that is a field of none of them is an error naming all valid keys; a key
+    that some lack is applied to those that have it, and one line says where it went.
+    """
+    from iclr26 import registry
+
+    if len(slugs) == 1:
+        return {slugs[0]: dict(overrides)}
+    names = {s: [f.name for f in dataclasses.fields(registry.get(s).load().Config)] for s in slugs}
+    valid = sorted({n for ns in names.values() for n in ns})
+    for key in overrides:
+        has = [s for s in slugs if key in names[s]]
+        if not has:
+            close = difflib.get_close_matches(key, valid, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UserError(f"--set {key}: not a config field of any of {', '.join(slugs)}{hint}; "
+                            f"valid keys: {', '.join(valid)}")
+        lacking = [s for s in slugs if s not in has]
+        if lacking:
+            print(f"--set {key}: applied to {', '.join(has)}; not a field of {', '.join(lacking)}", flush=True)
+    return {s: {k: v for k, v in overrides.items() if k in names[s]} for s in slugs}
+
+
+def _print_claims(claims: list[dict]) -> None:
+    from iclr26.report import claims_table_rows
+
+    rows = claims_table_rows(claims)
+    w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(["claim", "verdict", "measured", "threshold"])]
+    print(f"  {'claim':<{w[0]}}  {'verdict':<{w[1]}}  {'measured':<{w[2]}}  {'threshold':<{w[3]}}  statement")
+    for r in rows:
+        print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
+
+
+def _print_summary(rows: list[dict]) -> None:
+    """The one table at the end of a multi-paper run, then one loud line per missing asset or failure."""
+    header = ["paper", "status", "gated held", "reported only", "wall s", "run dir"]
+    table = [[r["slug"], r["status"], r.get("held", "-"), r.get("reported", "-"), r.get("wall", "-"),
+              r.get("dir", "-")] for r in rows]
+    w = [max([len(h)] + [len(t[i]) for t in table]) for i, h in enumerate(header)]
+    print("\nsummary:")
+    print("  " + "  ".join(f"{h:<{w[i]}}" for i, h in enumerate(header)).rstrip())
+    for t in table:
+        print("  " + "  ".join(f"{c:<{w[i]}}" for i, c in enumerate(t)).rstrip())
+    for r in rows:
+        for line in r.get("loud", []):
+            print(f"  !! {r['slug']}: {line}")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from iclr26 import registry
+    from iclr26.core.device import resolve_device
+    from iclr26.core.errors import MissingAssetError
     from iclr26.engine import build_config, run_paper
-    from iclr26.report import claims_table_rows, write_report
+    from iclr26.report import missing_asset_lines, summary_counts, write_report
+    from iclr26.runs import check_out_dir
 
-    slugs = registry.implemented() if args.slugs == ["all"] else args.slugs
-    # validate everything before any work starts (slugs, presets, --set keys)
-    overrides = _parse_sets(args.set)
+    slugs = registry.implemented() if args.slugs == ["all"] else list(dict.fromkeys(args.slugs))
+    # validate everything before any work starts: slugs, presets, --set keys and values, device, --out
     for slug in slugs:
-        p = registry.get(slug)
-        p.load()
-        if len(slugs) == 1 or not overrides:
-            build_config(slug, args.preset, overrides)
-        else:
-            build_config(slug, args.preset, None)
-    run_dirs = []
-    failures = 0
+        registry.get(slug).load()
+    per_slug = _split_sets(slugs, _parse_sets(args.set))
+    configs = {slug: build_config(slug, args.preset, per_slug[slug]) for slug in slugs}
+    resolve_device(args.device)
+    check_out_dir(args.out)
+    many = len(slugs) > 1
+    run_dirs, rows, failures = [], [], 0
     for slug in slugs:
         print(f"== {slug} (preset {args.preset}) ==", flush=True)
-        sets = overrides if len(slugs) == 1 else _applicable(slug, overrides)
-        run_dir, result = run_paper(slug, preset=args.preset, out=args.out, overrides=sets,
-                                    seed=args.seed, device=args.device)
+        try:
+            run_dir, result = run_paper(slug, preset=args.preset, out=args.out, cfg=configs[slug],
+                                        seed=args.seed, device=args.device)
+        except KeyboardInterrupt:
+            raise
+        except MissingAssetError as e:
+            if not many:
+                raise
+            print(f"  MISSING ASSET: {e}", flush=True)
+            rows.append({"slug": slug, "status": "MISSING ASSET", "loud": [f"MISSING ASSET: {e}"]})
+            continue
+        except Exception as e:  # one paper failing must not lose the others
+            if not many:
+                raise
+            if not isinstance(e, UserError):
+                traceback.print_exc()
+            print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
+            rows.append({"slug": slug, "status": "FAILED", "loud": [f"FAILED: {type(e).__name__}: {e}"]})
+            continue
         run_dirs.append(run_dir)
         claims = [c.to_dict() for c in result.claims]
-        rows = claims_table_rows(claims)
-        w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(["claim", "verdict", "measured", "threshold"])]
-        print(f"  {'claim':<{w[0]}}  {'verdict':<{w[1]}}  {'measured':<{w[2]}}  {'threshold':<{w[3]}}  statement")
-        for r in rows:
-            print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
-        gated = [c for c in claims if c["gated"]]
-        bad = [c for c in gated if not c["holds"]]
-        failures += bool(bad) and args.preset != "smoke"
-        print(f"  gated claims held: {len(gated) - len(bad)}/{len(gated)} · "
-              f"wall {result.metrics['wall_time_s']:.1f} s · run dir: {run_dir}", flush=True)
-    if len(run_dirs) > 1 or args.report:
-        md, html = write_report(run_dirs, out=Path(args.out) if len(run_dirs) > 1 else None)
+        _print_claims(claims)
+        held, n_gated, n_reported = summary_counts(claims)
+        failures += held < n_gated and args.preset != "smoke"
+        wall = result.metrics["wall_time_s"]
+        print(f"  gated claims held: {held}/{n_gated} · "
+              f"wall {wall:.1f} s · run dir: {run_dir}", flush=True)
+        env = json.loads((run_dir / "env.json").read_text())
+        loud = missing_asset_lines(env.get("missing_assets") or [])
+        for line in loud:
+            print(f"  !! {line}", flush=True)
+        rows.append({"slug": slug, "status": "ok", "held": f"{held}/{n_gated}", "reported": str(n_reported),
+                     "wall": f"{wall:.1f}", "dir": str(run_dir), "loud": loud})
+    if many:
+        _print_summary(rows)
+    if run_dirs and (many or args.report):
+        md, html = write_report(run_dirs, out=Path(args.out))
         print(f"\nreport: {html}\n        {md}")
+    bad = [r["slug"] for r in rows if r["status"] != "ok"]
+    if bad:
+        print(f"iclr26: error: {len(bad)} of {len(slugs)} papers did not finish: {', '.join(bad)}",
+              file=sys.stderr)
+        return 1
     return 1 if (failures and args.strict) else 0
-
-
-def _applicable(slug: str, overrides: dict[str, str]) -> dict[str, str]:
-    from iclr26 import registry
-
-    names = {f.name for f in dataclasses.fields(registry.get(slug).load().Config)}
-    return {k: v for k, v in overrides.items() if k in names}
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -150,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_run)
     s = sub.add_parser("report", help="report.md + self-contained report.html over run directories")
     s.add_argument("dirs", nargs="+", help="run directories")
-    s.add_argument("--out", default=None, help="where to write (default: the run dir, or the parent of the first)")
+    s.add_argument("--out", default=None, help="where to write (default: the parent folder of the first run; never inside a run)")
     s.set_defaults(func=_cmd_report)
     return ap
 

@@ -1,4 +1,10 @@
-"""Markdown and one self-contained HTML page over one or many run directories (thin layer)."""
+"""Markdown and one self-contained HTML page over one or many run directories (thin layer).
+
+The report layer only reads what the engine wrote into a run directory; it never writes into
+one. :func:`render_run_markdown` returns the text the engine stores as a run's ``report.md``;
+:func:`write_report` writes ``report.md`` and ``report.html`` beside the runs (their parent by
+default), never inside a run directory.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +46,11 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _load(run_dir: Path) -> dict[str, Any]:
+def _load(run_dir: Path, *, staging: bool = False) -> dict[str, Any]:
+    from iclr26.runs import PARTIAL_MARK
+
+    if PARTIAL_MARK in run_dir.name and not staging:
+        raise UserError(f"{run_dir} is an unfinished run (a staging folder left by an interrupted run)")
     if not (run_dir / "claims.json").exists():
         raise UserError(f"{run_dir} is not a finished iclr26 run directory (no claims.json)")
     data: dict[str, Any] = {"dir": run_dir}
@@ -52,7 +62,31 @@ def _load(run_dir: Path) -> dict[str, Any]:
     cap = run_dir / "figures" / "captions.json"
     data["captions"] = json.loads(cap.read_text()) if cap.exists() else {}
     data["figures"] = sorted((run_dir / "figures").glob("*.png"))
+    data["missing_assets"] = list(data["env"].get("missing_assets") or [])
     return data
+
+
+def missing_asset_lines(missing: list[dict[str, str]]) -> list[str]:
+    """One loud line per asset a run had to do without (name, what was skipped, how to install)."""
+    out = []
+    for m in missing:
+        skipped = f" ({m['skipped']})" if m.get("skipped") else ""
+        out.append(f"MISSING ASSET: {m['name']}{skipped}; install with: {m['install']}")
+    return out
+
+
+def summary_counts(claims: list[dict]) -> tuple[int, int, int]:
+    """(gated claims held, gated claims, reported-only claims)."""
+    gated = [c for c in claims if c.get("gated", True)]
+    return sum(bool(c["holds"]) for c in gated), len(gated), len(claims) - len(gated)
+
+
+def render_run_markdown(run_dir: str | Path) -> str:
+    """The ``report.md`` text of one run, from the files in ``run_dir`` (pure: writes nothing).
+
+    The engine calls it on the staging folder of a run that has just finished, before the rename.
+    """
+    return run_markdown(_load(Path(run_dir), staging=True))
 
 
 def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
@@ -72,6 +106,7 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
              f"wall time {_fmt(data['metrics'].get('wall_time_s', float('nan')))} s. "
              f"Claims held: {held}/{len(claims)} "
              f"(gated: {sum(c['holds'] for c in gated)}/{len(gated)}).", "",
+             *[f"**{line}**\n" for line in missing_asset_lines(data.get("missing_assets", []))],
              "## Claims", "",
              _md_table(["claim", "verdict", "measured", "threshold", "statement"], claims_table_rows(claims)),
              ""]
@@ -91,23 +126,10 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
     return "\n".join(lines)
 
 
-def write_run_markdown(run_dir: str | Path, *, notes: str = "", captions: dict[str, str] | None = None) -> Path:
-    """Write ``report.md`` (and ``notes.md`` / ``figures/captions.json``) for one finished run."""
-    run_dir = Path(run_dir)
-    if notes:
-        atomic_write_text(run_dir / "notes.md", notes)
-    if captions:
-        atomic_write_text(run_dir / "figures" / "captions.json", json.dumps(captions, indent=2))
-    data = _load(run_dir)
-    path = run_dir / "report.md"
-    atomic_write_text(path, run_markdown(data))
-    return path
-
-
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.held{color:#0a0;font-weight:600}.nothold{color:#c00;font-weight:600}.soft{color:#b70}
+th{background:#f3f3f3}.missing{background:#fee;border:2px solid #c00;padding:.4em .8em;font-weight:600;color:#900}.held{color:#0a0;font-weight:600}.nothold{color:#c00;font-weight:600}.soft{color:#b70}
 img{max-width:100%;border:1px solid #eee}figure{margin:1.2em 0}figcaption{font-size:.9em;color:#555}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.85em}details{margin:.5em 0}
 """
@@ -126,6 +148,7 @@ def _html_run(data: dict[str, Any]) -> str:
     parts = [f"<h2 id='{e(slug)}'>{e(slug)} <small>({e(str(data['dir']))})</small></h2>",
              f"<p>Preset <code>{e(str(cfg.get('preset')))}</code>, seed {e(str(cfg.get('seed')))}, "
              f"wall time {e(_fmt(data['metrics'].get('wall_time_s', float('nan'))))} s.</p>",
+             *[f"<p class='missing'>{e(line)}</p>" for line in missing_asset_lines(data.get("missing_assets", []))],
              "<table><tr><th>claim</th><th>verdict</th><th>measured</th><th>threshold</th><th>statement</th></tr>",
              *rows, "</table>"]
     if data["notes"]:
@@ -144,8 +167,8 @@ def _html_run(data: dict[str, Any]) -> str:
 def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> tuple[Path, Path]:
     """Render ``report.md`` and a self-contained ``report.html`` over one or many runs.
 
-    With one run and no ``out``, both land in the run directory; otherwise in ``out``
-    (default: the parent of the first run).
+    They land in ``out`` (default: the parent folder of the first run), which must not be a run
+    directory or lie inside one: the report never writes into a run.
     """
     if not run_dirs:
         raise UserError("iclr26 report needs at least one run directory")
@@ -155,23 +178,28 @@ def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> t
         if not p.is_dir():
             raise UserError(f"run directory not found: {p}")
         datas.append(_load(p))
-    if out is None:
-        out = datas[0]["dir"] if len(datas) == 1 else datas[0]["dir"].parent
-    out = Path(out)
+    out = Path(out) if out is not None else datas[0]["dir"].parent
+    for d in datas:
+        if out.resolve().is_relative_to(d["dir"].resolve()):
+            raise UserError(f"--out {out}: is inside run directory {d['dir']}; the report never writes into a run")
     out.mkdir(parents=True, exist_ok=True)
-    summary = [[d["config"].get("slug", d["dir"].name), str(d["config"].get("preset")),
-                f"{sum(c['holds'] for c in d['claims'] if c.get('gated', True))}/"
-                f"{sum(1 for c in d['claims'] if c.get('gated', True))}",
-                _fmt(d["metrics"].get("wall_time_s", float("nan"))), str(d["dir"])] for d in datas]
-    header = ["paper", "preset", "gated claims held", "wall s", "run"]
+    summary = []
+    for d in datas:
+        held, n_gated, n_reported = summary_counts(d["claims"])
+        summary.append([d["config"].get("slug", d["dir"].name), str(d["config"].get("preset")),
+                        f"{held}/{n_gated}", str(n_reported),
+                        _fmt(d["metrics"].get("wall_time_s", float("nan"))),
+                        "; ".join(missing_asset_lines(d["missing_assets"])) or "-", str(d["dir"])])
+    header = ["paper", "preset", "gated claims held", "reported only", "wall s", "missing assets", "run"]
     md = ["# iclr26 report", "", _md_table(header, summary), ""]
     for d in datas:
         rel = d["dir"].resolve().relative_to(out.resolve()) if d["dir"].resolve().is_relative_to(out.resolve()) else d["dir"].resolve()
-        md.append(run_markdown(d, fig_prefix=f"{rel.as_posix().rstrip('/')}/figures/" if str(rel) != "." else "figures/"))
+        md.append(run_markdown(d, fig_prefix=f"{rel.as_posix().rstrip('/')}/figures/"))
     md_path = out / "report.md"
     atomic_write_text(md_path, "\n".join(md))
     e = html.escape
-    srows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in summary)
+    srows = "".join("<tr>" + "".join(f"<td class='missing'>{e(c)}</td>" if (i == 5 and c != "-") else f"<td>{e(c)}</td>"
+                                     for i, c in enumerate(r)) + "</tr>" for r in summary)
     body = [f"<h1>iclr26 report</h1><table><tr>{''.join(f'<th>{h}</th>' for h in header)}</tr>{srows}</table>"]
     body += [_html_run(d) for d in datas]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iclr26 report</title>"

@@ -1,9 +1,10 @@
 """Run directories and the result types every experiment returns.
 
 A run directory holds ``config.json``, ``metrics.json``, ``claims.json``, ``env.json``,
-``figures/*.png`` and ``report.md``. It is never overwritten: an existing name gets a suffix.
-Files are written under a temporary name and renamed, so an interrupted run leaves no
-half-written file under its final name.
+``figures/*.png`` (with ``figures/captions.json``), ``notes.md`` and ``report.md``. It is never
+overwritten: an existing name gets a suffix. A run writes into a hidden staging folder
+``.<slug>-<preset>.partial-<pid>`` that is renamed to its final name only when the run has
+finished, so an interrupted run leaves nothing under a final name.
 """
 
 from __future__ import annotations
@@ -78,7 +79,14 @@ class Result:
 
 
 class RunContext:
-    """Handed to an experiment's ``run``: where to write, which device, which seed."""
+    """Handed to an experiment's ``run``: where to write, which device, which seed.
+
+    Besides files (:meth:`save_figure`, :meth:`write_json`) an experiment records here what the
+    engine writes into the run directory when the run finishes: figure ``captions``, free-text
+    ``notes`` (:meth:`add_note`) and ``missing_assets`` (:meth:`note_missing_asset`) - an optional
+    asset the run had to do without, shown loudly in the summary table and the report.
+    ``run_dir`` is a staging folder during the run; it gets its final name only when the run ends.
+    """
 
     def __init__(self, run_dir: Path, device: torch.device, seed: int, preset: str):
         self.run_dir = Path(run_dir)
@@ -88,6 +96,9 @@ class RunContext:
         self.figures_dir = self.run_dir / "figures"
         self.figures_dir.mkdir(parents=True, exist_ok=True)
         self.figures: list[str] = []
+        self.captions: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.missing_assets: list[dict[str, str]] = []
 
     def save_figure(self, fig: Any, name: str, caption: str = "") -> Path:
         """Save a matplotlib figure as ``figures/<name>.png`` (atomic) and close it."""
@@ -100,14 +111,23 @@ class RunContext:
         os.replace(tmp, path)
         self.figures.append(name)
         if caption:
-            self._captions[name] = caption
+            self.captions[name] = caption
         return path
 
-    @property
-    def _captions(self) -> dict[str, str]:
-        if not hasattr(self, "_cap"):
-            self._cap: dict[str, str] = {}
-        return self._cap
+    def add_note(self, text: str) -> None:
+        """Append a free-text note to the run's ``notes.md`` (joined with the ``Result.notes``)."""
+        if text.strip():
+            self.notes.append(text.strip())
+
+    def note_missing_asset(self, name: str, install: str, *, skipped: str = "") -> None:
+        """Record that optional asset ``name`` was absent (``install``: the command that installs it).
+
+        ``skipped`` says what the run left out or replaced because of it. The engine stores the list
+        in ``env.json`` under ``missing_assets``; the summary table and the report show it loudly.
+        """
+        entry = {"name": name, "install": install, "skipped": skipped}
+        if entry not in self.missing_assets:  # once per asset and consequence, however often it was tried
+            self.missing_assets.append(entry)
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.run_dir / name
@@ -123,8 +143,8 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
-def new_run_dir(out: str | Path, slug: str, preset: str) -> Path:
-    """Create a fresh directory ``out/<slug>-<preset>[-N]``; never reuse an existing one."""
+def check_out_dir(out: str | Path) -> Path:
+    """Create ``out`` if needed and check that it is writable (one-line ``UserError`` if not)."""
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -133,6 +153,45 @@ def new_run_dir(out: str | Path, slug: str, preset: str) -> Path:
         probe.unlink()
     except OSError as e:
         raise UserError(f"--out {out}: not a writable directory ({e.strerror or e})") from None
+    return out
+
+
+def staging_dir(out: str | Path, slug: str, preset: str) -> Path:
+    """Create the hidden folder ``out/.<slug>-<preset>.partial-<pid>[-N]`` a run writes into.
+
+    A finished run is renamed by :func:`finalize_run_dir`; a run killed hard leaves only this
+    clearly marked hidden folder, which ``report`` and ``run all`` never look at.
+    """
+    out = check_out_dir(out)
+    base = f".{slug}-{preset}{PARTIAL_MARK}{os.getpid()}"
+    for i in range(0, 10_000):
+        path = out / (base if i == 0 else f"{base}-{i}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise UserError(f"too many unfinished runs named {base} in {out}")
+
+
+PARTIAL_MARK = ".partial-"
+
+
+def finalize_run_dir(stage: Path, slug: str, preset: str) -> Path:
+    """Give the finished staging folder its final name ``<slug>-<preset>[-N]`` beside it.
+
+    The final name is reserved with ``mkdir`` (so two processes never pick the same one) and the
+    staging folder renamed onto the empty reservation, atomically; nothing existing is touched.
+    """
+    stage = Path(stage)
+    final = new_run_dir(stage.parent, slug, preset)
+    os.replace(stage, final)
+    return final
+
+
+def new_run_dir(out: str | Path, slug: str, preset: str) -> Path:
+    """Create a fresh directory ``out/<slug>-<preset>[-N]``; never reuse an existing one."""
+    out = check_out_dir(out)
     base = f"{slug}-{preset}"
     for i in range(0, 10_000):
         name = base if i == 0 else f"{base}-{i}"

@@ -13,4 +13,5 @@ class MissingAssetError(UserError):
 
     def __init__(self, what: str, install: str):
         super().__init__(f"{what} is not installed; install it with: {install}")
+        self.what = what
         self.install = install

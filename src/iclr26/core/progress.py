@@ -20,7 +20,10 @@ def progress_enabled() -> bool:
 
 
 def progress(it: Iterable[T] | None = None, *, desc: str = "", total: int | None = None,
-             leave: bool = False, **kw: Any) -> Any:
-    """``tqdm`` over ``it``; disabled when stderr is not a terminal unless ICLR26_PROGRESS=1."""
-    return tqdm(it, desc=desc, total=total, leave=leave, disable=not progress_enabled(),
-                dynamic_ncols=True, **kw)
+             leave: bool = False, enabled: bool = True, **kw: Any) -> Any:
+    """``tqdm`` over ``it``; disabled when stderr is not a terminal unless ICLR26_PROGRESS=1.
+
+    ``enabled=False`` turns the bar off whatever the terminal.
+    """
+    on = enabled and progress_enabled()
+    return tqdm(it, desc=desc, total=total, leave=leave, disable=not on, dynamic_ncols=True, **kw)

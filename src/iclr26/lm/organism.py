@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from iclr26.core import UserError
+from iclr26.core.errors import UserError
 
 log = logging.getLogger(__name__)
 
