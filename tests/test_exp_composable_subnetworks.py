@@ -35,6 +35,7 @@ def test_smoke_wires_everything(tmp_path):
         "C2",
         "C3a",
         "C3b",
+        "C3c",
         "C4a",
         "C4b",
         "ctrl_C1d",
@@ -55,3 +56,19 @@ def test_smoke_wires_everything(tmp_path):
     assert len(curves["composition"]["weight_sum"]["accuracy"]) == 10
     assert curves["barrier_same"]["barrier"] >= 0
 
+
+
+def test_fashion_mnist_fallback_is_recorded_as_a_missing_asset(tmp_path, monkeypatch):
+    """dataset=auto without Fashion-MNIST falls back to digits *and says so* to the engine (not just a note)."""
+    from iclr26.core.errors import MissingAssetError
+    from iclr26.data import images
+
+    def absent(*a, **k):
+        raise MissingAssetError("Fashion-MNIST", "python -m iclr26.assets fetch")
+
+    monkeypatch.setattr(images, "load_fashion_mnist", absent)
+    cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS["smoke"], "dataset": "auto"})
+    ctx = RunContext(tmp_path, torch.device("cpu"), 0, "smoke")
+    exp.run(cfg, ctx)
+    assert [a["name"] for a in ctx.missing_assets] == ["Fashion-MNIST"]
+    assert "digits" in ctx.missing_assets[0]["skipped"]

@@ -252,6 +252,35 @@ def test_subnetwork_metrics_by_hand():
     assert m["leakage"] == pytest.approx(0.5)
     recall = sn.per_class_recall(logits, y, 3)
     assert recall.tolist()[:2] == [0.5, 0.0] and recall[2] == 0.0
+    # precision side: of the two off-S samples, the uniform one's argmax (ties -> class 0) and the
+    # confident one both land in S, although only one counts as leakage
+    assert m["off_argmax_share"] == pytest.approx(1.0)
+
+
+def test_precision_side_catches_over_prediction():
+    # A "module" that predicts class 0 with near-uniform logits on every sample: perfect recall,
+    # ~0 leakage, but it picks class 0 on all off-class samples, and its F1 drops to 2p/(1+p).
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 10, (500,), generator=g)
+    logits = torch.zeros(500, 10)
+    logits[:, 0] = 0.01
+    m = sn.subnetwork_metrics(logits, y, [0], temperature=5.0)
+    assert m["rewarded_accuracy"] == 1.0 and m["leakage"] == 0.0 and m["off_argmax_share"] == 1.0
+    p = float((y == 0).float().mean())
+    assert sn.one_vs_rest_f1(logits, y, 0) == pytest.approx(2 * p / (1 + p))
+
+
+def test_one_vs_rest_f1_matches_sklearn():
+    from sklearn.metrics import f1_score
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(300, 4, generator=g)
+    y = torch.randint(0, 4, (300,), generator=g)
+    pred = logits.argmax(-1)
+    for c in range(4):
+        ref = f1_score((y == c).numpy(), (pred == c).numpy())
+        assert sn.one_vs_rest_f1(logits, y, c) == pytest.approx(ref)
+    assert math.isnan(sn.one_vs_rest_f1(torch.tensor([[1.0, 0.0]]), torch.tensor([0]), 1))
 
 
 # ---- composition, interpolation, barrier, permutation -----------------------------------------
