@@ -1,8 +1,9 @@
 """Cross-checks of the merging baselines against FusionBench (``pip install fusion-bench``) on tiny models.
 
-FusionBench's CLIP-specific continual classes do not import beside transformers 5, so the checks use
-its model-agnostic pieces: ``task_arithmetic_merge``, the TIES utilities, ``wudi_merging`` and the
-general ``OPCM`` algorithm (run on a ``BaseModelPool`` of tiny modules).
+FusionBench's CLIP-specific package ``__init__`` files do not import beside transformers 5, so the checks use
+its model-agnostic pieces (``task_arithmetic_merge``, the TIES utilities, ``wudi_merging``, the general
+``OPCM`` algorithm on a ``BaseModelPool`` of tiny modules) and its continual-TIES class imported past those
+files (:mod:`iclr26.merging.fusionbench_anchor`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,19 @@ def test_continual_ties_step_matches_fusionbench(fb):
         merged = {k: merged[k] + 0.5 * tv[k] for k in b}
     ours = continual_merge(base, fts, "ties", scaling=0.5, density=0.2).state_dict()
     _close(ours, merged)
+
+
+def test_continual_ties_matches_fusionbench_class(fb):
+    """Our continual TIES equals FusionBench's ContinualTiesMergingForCLIP.run step for step (the class,
+    not a re-implementation of its loop): the merged model is re-added to, never rebased on theta_0."""
+    pytest.importorskip("lightning")
+    from iclr26.merging.fusionbench_anchor import fusionbench_continual_ties
+
+    base, fts = _family(n=5, seed=5)
+    order = [3, 0, 4, 1, 2]
+    theirs = fusionbench_continual_ties(base, fts, order, scaling=0.5, threshold=20).state_dict()
+    ours = continual_merge(base, [fts[i] for i in order], "ties", scaling=0.5, density=0.2).state_dict()
+    _close(ours, theirs)
 
 
 def test_wudi_matches_fusionbench(fb):

@@ -43,27 +43,74 @@ BASELINES = ("task_arithmetic", "ties", "weight_average", "opcm", "wudi")
 
 @dataclass
 class Config:
-    n_tasks: int = param(6, "tasks in the sequence")
-    latent: int = param(12, "PCA-whitened feature dimension k of each task's input subspace")
-    in_dim: int = param(96, "input dimension of every task (tasks live in k-dim subspaces of it)")
-    hidden: int = param(128, "width of both hidden layers of the bias-free MLP (fc1, fc2)")
-    overlaps: list[int] = param([0, 4, 8], "shared input directions s between tasks (overlap sweep)")
-    noise: float = param(0.05, "isotropic input noise added to every task")
-    n_orders: int = param(5, "seeded task orders merged per setting")
-    epochs: int = param(8, "fine-tuning epochs per task (Adam, batch 64, head frozen)")
-    ft_lr: float = param(1e-3, "fine-tuning learning rate")
-    shots: int = param(3, "examples per class behind each frozen prototype head (CLIP-like zero-shot head)")
-    null_rank: int = param(24, "NUFILT null_r: merged-task-vector directions filtered out")
-    grad_rank: int = param(4, "NUFILT grad_r: new-task directions in the surrogate loss")
-    lora_rank: int = param(8, "NUFILT lora_r: rank of the adapter B A")
-    nufilt_steps: int = param(50, "NUFILT adapter Adam steps (official: 50)")
-    nufilt_lr: float = param(1e-3, "NUFILT adapter learning rate (official: 1e-3)")
-    long_steps: int = param(200, "adapter steps of the 'NUFILT-long' convergence check (0 = skip)")
-    wudi_iters: int = param(300, "WUDI Adam iterations per step")
-    wudi_lr_relative: float = param(0.01, "WUDI lr as a multiple of rms(task vector sum)")
-    fmnist: bool = param(True, "also run a Fashion-MNIST-derived sequence (skipped with a note if absent)")
-    fmnist_per_class: int = param(200, "Fashion-MNIST train images per class (test: half as many)")
-    fmnist_overlap: int = param(4, "shared directions s of the Fashion-MNIST sequence")
+    n_tasks: int = param(6, "tasks in the sequence", low=1, high=100)
+    latent: int = param(
+        12, "PCA-whitened feature dimension k of each task's input subspace (digits have 64 pixels)", low=1, high=64
+    )
+    in_dim: int = param(
+        96, "input dimension of every task (tasks live in k-dim subspaces of it)", low=1, high=4096
+    )
+    hidden: int = param(
+        128, "width of both hidden layers of the bias-free MLP (fc1, fc2)", low=1, high=4096
+    )
+    overlaps: list[int] = param(
+        [0, 4, 8], "shared input directions s between tasks (overlap sweep; each <= latent)",
+        min_len=1, max_len=16, elem_low=0, elem_high=64,
+    )
+    noise: float = param(0.05, "isotropic input noise added to every task", low=0.0, high=100.0)
+    n_orders: int = param(5, "seeded task orders merged per setting", low=1, high=100)
+    epochs: int = param(8, "fine-tuning epochs per task (Adam, batch 64, head frozen)", low=1, high=1000)
+    ft_lr: float = param(1e-3, "fine-tuning learning rate", low=0.0, high=1.0, low_open=True)
+    shots: int = param(
+        3, "examples per class behind each frozen prototype head (CLIP-like zero-shot head)", low=1, high=10000
+    )
+    null_rank: int = param(24, "NUFILT null_r: merged-task-vector directions filtered out", low=0, high=4096)
+    grad_rank: int = param(4, "NUFILT grad_r: new-task directions in the surrogate loss", low=0, high=4096)
+    lora_rank: int = param(8, "NUFILT lora_r: rank of the adapter B A (0 = no adapter)", low=0, high=4096)
+    nufilt_steps: int = param(50, "NUFILT adapter Adam steps (official: 50)", low=0, high=100_000)
+    nufilt_lr: float = param(1e-3, "NUFILT adapter learning rate (official: 1e-3)", low=0.0, high=1.0, low_open=True)
+    long_steps: int = param(
+        200, "adapter steps of the 'NUFILT-long' convergence check (0 = skip)", low=0, high=100_000
+    )
+    wudi_iters: int = param(300, "WUDI Adam iterations per step", low=0, high=100_000)
+    wudi_lr_relative: float = param(
+        0.01, "WUDI lr as a multiple of rms(task vector sum)", low=0.0, high=1.0, low_open=True
+    )
+    fmnist: bool = param(
+        True, "also run a Fashion-MNIST-derived sequence (skipped with a note if absent)"
+    )
+    fmnist_per_class: int = param(
+        200, "Fashion-MNIST train images per class (test: half as many, at most 1000)", low=1, high=2001
+    )
+    fmnist_overlap: int = param(4, "shared directions s of the Fashion-MNIST sequence (<= latent)", low=0, high=64)
+    seeds: int = param(
+        3,
+        "independent seeds (split, tasks, base, heads, fine-tunes) behind the headline C2 gaps at low overlap",
+        low=1,
+        high=20,
+    )
+
+    def validate(self) -> None:
+        """Cross-field constraints: every overlap fits in latent, and all tasks' subspaces fit in in_dim."""
+        from iclr26.core.errors import UserError
+
+        sweep = [("overlaps", s) for s in self.overlaps]
+        if self.fmnist:
+            sweep.append(("fmnist_overlap", self.fmnist_overlap))
+        for name, s in sweep:
+            if s > self.latent:
+                raise UserError(f"{name}: s={s} shared directions exceed latent={self.latent}")
+            need = s + self.n_tasks * (self.latent - s)
+            if need > self.in_dim:
+                raise UserError(
+                    f"in_dim={self.in_dim} too small: {self.n_tasks} tasks with latent={self.latent} and "
+                    f"{name} s={s} need in_dim >= {need}"
+                )
+        if self.fmnist and 10 * self.fmnist_per_class <= self.latent:
+            raise UserError(
+                f"fmnist_per_class={self.fmnist_per_class}: PCA to latent={self.latent} needs more than "
+                f"{self.latent} Fashion-MNIST training images (10 classes)"
+            )
 
 
 PRESETS = {
@@ -78,6 +125,7 @@ PRESETS = {
         "nufilt_steps": 5,
         "long_steps": 0,
         "fmnist": False,
+        "seeds": 2,
     },
     "default": {},
     # the paper's 10 orders and a finer overlap sweep on the same toy; real CLIP/T5 merging is a
@@ -374,13 +422,13 @@ def _figures(ctx: RunContext, cfg: Config, suites: dict[int, dict], fm: dict | N
 
 
 # ----------------------------------------------------------------------------------- run
+# The matrices are tiny: one thread per process is fastest and immune to oversubscription (the engine
+# applies it, iclr26.core.threads).
+WORKLOAD = "small"
+
+
 def run(cfg: Config, ctx: RunContext) -> Result:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the matrices are tiny: one thread is fastest and immune to oversubscription
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(threads)
+    return _run(cfg, ctx)
 
 
 def _run(cfg: Config, ctx: RunContext) -> Result:
@@ -400,6 +448,7 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
             zf = _fmnist_features(cfg, seed)
         except MissingAssetError as e:
             notes.append(f"Fashion-MNIST part skipped: {e}")
+            ctx.note_missing_asset("Fashion-MNIST", e.install, skipped="the Fashion-MNIST-derived sequence and its gates")
         else:
             tasks = make_subspace_tasks(
                 *zf,
@@ -410,6 +459,21 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
                 seed=seed + 500,
             )
             fm = _run_suite(tasks, cfg, seed, "fmnist", methods)
+    # independent replicates of the headline comparison (C2) at the largest low overlap, where its
+    # margins are thinnest (s = 4 by default): a new split, new task bases/rotations/label permutations,
+    # base model, heads and fine-tunes per seed; only the arms C2 compares are merged (the run's own
+    # seed is replicate 0). Smaller overlaps are judged on the run's seed, spread over orders.
+    rep_methods = {m: methods[m] for m in ("NUFILT", "OPCM", "WUDI", "TA")}
+    low = _low_overlaps(cfg, sorted(suites))
+    replicates: dict[int, list[dict]] = {s: [suites[s]] for s in low}
+    for r in range(1, cfg.seeds):
+        seed_r = seed + 1000 * r
+        z_r = _digits_features(cfg, seed_r)
+        for s in low[-1:]:
+            tasks = make_subspace_tasks(
+                *z_r, n_tasks=cfg.n_tasks, dim=cfg.in_dim, shared=s, noise=cfg.noise, seed=seed_r + 11 * s
+            )
+            replicates[s].append(_run_suite(tasks, cfg, seed_r, f"digits s={s} seed {seed_r}", rep_methods))
 
     metrics: dict[str, float] = {}
     for s, res in suites.items():
@@ -437,129 +501,211 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
                 metrics[f"fmnist_{m}_{key}"] = mu
                 metrics[f"fmnist_{m}_{key}_std"] = sd
 
-    claims = _claims(cfg, suites, fm, metrics)
+    for s, reps in replicates.items():
+        for m in rep_methods:
+            per_seed = [100 * float(np.mean(r["methods"][m]["acc"])) for r in reps]
+            metrics[f"s{s}_{m}_acc_seed_mean"] = float(np.mean(per_seed))
+            metrics[f"s{s}_{m}_acc_seed_std"] = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0
+    metrics["used_fashion_mnist"] = float(fm is not None)  # 1.0: the Fashion-MNIST claims were judged
+    if fm is not None:
+        metrics["fmnist_align_fc1"] = float(np.mean([a["fc1"] for a in fm["align"]]))
+        metrics["fmnist_align_fc2"] = float(np.mean([a["fc2"] for a in fm["align"]]))
+
+    claims = _claims(cfg, suites, fm, metrics, replicates)
     _figures(ctx, cfg, suites, fm)
-    ctx.write_json("results.json", {"digits": {str(s): r for s, r in suites.items()}, "fmnist": fm})
+    ctx.write_json(
+        "results.json",
+        {
+            "digits": {str(s): r for s, r in suites.items()},
+            "fmnist": fm,
+            "replicates": {str(s): reps[1:] for s, reps in replicates.items()},
+        },
+    )
     return Result(metrics=metrics, claims=claims, notes=" ".join(notes))
 
 
-def _claims(cfg: Config, suites: dict[int, dict], fm: dict | None, metrics: dict[str, float]) -> list:
+def _low_overlaps(cfg: Config, s_vals: list[int]) -> list[int]:
+    """The low-overlap regime the headline is claimed for (s <= latent / 3: s in {0, 4} by default)."""
+    return [s for s in s_vals if s <= cfg.latent // 3] or s_vals[:1]
+
+
+def _paired(res: dict, a: str, b: str, key: str = "acc") -> tuple[float, float]:
+    """Mean and sd (ddof 0) over task orders of the per-order difference ``a - b``, in points."""
+    d = 100 * (np.asarray(res["methods"][a][key]) - np.asarray(res["methods"][b][key]))
+    return float(d.mean()), float(d.std())
+
+
+def _claims(
+    cfg: Config,
+    suites: dict[int, dict],
+    fm: dict | None,
+    metrics: dict[str, float],
+    replicates: dict[int, list[dict]],
+) -> list:
+    """Gated claims = the spec's C1-C4 (spread-aware, see docs/nufilt.md); ``ctrl_*`` / ``sanity_*`` are
+    reported controls and sanity checks, never gated."""
     s_vals = sorted(suites)
-    low = [s for s in s_vals if s <= cfg.latent // 3] or s_vals[:1]  # the low-overlap regime (s in {0, 4})
+    low = sorted(replicates)
     out = []
-    fc1 = min(metrics[f"s{s}_align_fc1"] for s in s_vals)
-    fc2_ratio = min(metrics[f"s{s}_align_fc2"] / (cfg.latent / cfg.hidden) for s in s_vals)
-    out.append(
-        claim(
-            "C1a_premise_fc1",
-            "layer-1 task-vector row space aligns with the task's input "
-            "subspace (alignment, min over overlaps)",
-            fc1,
-            ">=",
-            0.8,
+    # ---- C1 premise. fc1's update sum(delta x^T) lies in the span of its inputs, which span exactly
+    # `latent` dims by construction: a control only. fc2's inputs (ReLU features) are full-rank.
+    rand_fc2 = cfg.latent / cfg.hidden
+    if fm is not None:
+        out.append(
+            claim(
+                "C1a_premise_fc2_fmnist",
+                "Fashion-MNIST-derived tasks: layer-2 task-vector row space aligns with the layer's input "
+                "principal subspace (alignment / random baseline k/d)",
+                metrics["fmnist_align_fc2"] / rand_fc2,
+                ">=",
+                3.0,
+                detail=f"alignment {metrics['fmnist_align_fc2']:.3f}, random {rand_fc2:.3f}; "
+                f"fc1 {metrics['fmnist_align_fc1']:.3f} (by construction)",
+            )
         )
-    )
     out.append(
         claim(
             "C1b_premise_fc2",
             "layer-2 alignment is at least 3x the random baseline k/d (ratio, min over overlaps)",
-            fc2_ratio,
+            min(metrics[f"s{s}_align_fc2"] / rand_fc2 for s in s_vals),
             ">=",
             3.0,
         )
     )
+    out.append(
+        claim(
+            "ctrl_premise_fc1",
+            "control: layer-1 alignment (min over overlaps); holds by construction, since each task's "
+            f"inputs span {cfg.latent} dims and fc1's update lies in their span",
+            min(metrics[f"s{s}_align_fc1"] for s in s_vals),
+            ">=",
+            0.8,
+            gated=False,
+        )
+    )
 
-    def gap(res, a, b, key="acc"):
-        va, vb = np.asarray(res["methods"][a][key]), np.asarray(res["methods"][b][key])
-        return 100 * float((va - vb).mean()), 100 * float(max(va.std(), vb.std()))
+    # ---- C2 headline: NUFILT beats OPCM / WUDI by >= 2 points (TA: > 0) at low overlap, over seeds
+    def seed_gaps(s: int, rival: str) -> list[float]:
+        return [_paired(r, "NUFILT", rival)[0] for r in replicates[s]]
 
     for rival in ("OPCM", "WUDI", "TA"):
-        worst, margin = math.inf, math.inf
-        detail = []
+        worst, margin, detail, ctrl = math.inf, math.inf, [], []
         for s in low:
-            g, sd = gap(suites[s], "NUFILT", rival)
-            worst = min(worst, g)
-            margin = min(margin, g - sd)
-            detail.append(f"s={s}: gap {g:+.1f} (std {sd:.1f})")
-        thr = 2.0 if rival != "TA" else 0.0
+            g = seed_gaps(s, rival)
+            if len(g) > 1:  # spread over independent seeds
+                sd = float(np.std(g, ddof=1))
+                detail.append(f"s={s}: seeds {', '.join(f'{x:+.2f}' for x in g)} (mean {np.mean(g):+.2f}, sd {sd:.2f})")
+            else:  # one seed: spread of the paired gap over orders
+                sd = _paired(replicates[s][0], "NUFILT", rival)[1]
+                detail.append(f"s={s}: one seed {g[0]:+.2f} (sd over orders {sd:.2f})")
+            worst = min(worst, float(np.mean(g)) - sd)
+            margin = min(margin, min(m - d for m, d in (_paired(r, "NUFILT", rival) for r in replicates[s])))
+            ctrl.append(f"s={s}: {_paired(suites[s], 'NUFILT-noP', rival)[0]:+.2f} without P, "
+                        f"{_paired(suites[s], 'NUFILT-P-only', rival)[0]:+.2f} P only")
+        thr, op = (2.0, ">=") if rival != "TA" else (0.0, ">")
         out.append(
             claim(
                 f"C2_acc_vs_{rival}",
-                f"NUFILT's final ACC beats {rival} by >= {thr:g} points at s in {low} (worst gap)",
+                f"NUFILT's final ACC beats {rival} by {'>= 2' if rival != 'TA' else '> 0'} points at s in {low} "
+                f"(worst over s of mean - sd; {len(replicates[low[-1]])} seeds at s={low[-1]}, "
+                "orders elsewhere)",
                 worst,
-                ">=",
+                op,
                 thr,
-                detail="; ".join(detail),
+                detail="; ".join(detail) + " | arms, seed 0: " + "; ".join(ctrl),
             )
         )
         if rival != "TA":
             out.append(
                 claim(
                     f"C2_gap_vs_{rival}_exceeds_std",
-                    f"NUFILT-{rival} ACC gap exceeds the std over orders (worst gap - std)",
+                    f"NUFILT-{rival} ACC gap exceeds its sd over orders on every seed (worst paired gap - sd)",
                     margin,
                     ">",
                     0.0,
-                    detail="; ".join(detail),
                 )
             )
+    if fm is not None:
+        for rival in ("OPCM", "WUDI"):
+            g, sd = _paired(fm, "NUFILT", rival)
+            out.append(
+                claim(
+                    f"C2_fmnist_acc_vs_{rival}",
+                    f"Fashion-MNIST-derived sequence (s = {cfg.fmnist_overlap}): NUFILT's final ACC beats "
+                    f"{rival} by >= 2 points (mean gap over orders)",
+                    g,
+                    ">=",
+                    2.0,
+                    detail=f"paired sd over orders {sd:.2f}; without P {_paired(fm, 'NUFILT-noP', rival)[0]:+.2f}, "
+                    f"P only {_paired(fm, 'NUFILT-P-only', rival)[0]:+.2f}",
+                )
+            )
+
+    # ---- C3 forgetting, C4 ablations: spread-aware paired differences (mean - sd over orders)
+    def spread(s_list: list[int], a: str, b: str, key: str) -> tuple[float, str]:
+        vals = {s: _paired(suites[s], a, b, key) for s in s_list}
+        worst = min(m - d for m, d in vals.values())
+        return worst, "; ".join(f"s={s}: {m:+.2f} (sd {d:.2f})" for s, (m, d) in vals.items())
+
     for rival in ("TA", "WA", "OPCM", "WUDI"):
-        worst = min(gap(suites[s], "NUFILT", rival, "bwt")[0] for s in s_vals)
+        v, det = spread(s_vals, "NUFILT", rival, "bwt")
         out.append(
             claim(
                 f"C3_bwt_vs_{rival}",
-                f"NUFILT forgets no more than {rival} (BWT difference, min over overlaps, points)",
-                worst,
-                ">=",
+                f"NUFILT forgets less than {rival} (BWT difference, min over overlaps of mean - sd, points)",
+                v,
+                ">",
                 0.0,
+                detail=det,
             )
         )
-    worst_acc = min(gap(suites[s], "NUFILT", "NUFILT-P-only")[0] for s in s_vals)
+    v, det = spread(s_vals, "NUFILT", "NUFILT-P-only", "acc")
     out.append(
         claim(
             "C4a_adapter_plasticity",
-            "full NUFILT ACC >= P-only ACC (adapter adds plasticity; min over overlaps)",
-            worst_acc,
-            ">=",
+            "full NUFILT ACC > P-only ACC (the adapter adds plasticity; min over overlaps of mean - sd)",
+            v,
+            ">",
             0.0,
+            detail=det,
         )
     )
-    # P can only protect what tasks share: with s = 0 the subspaces are disjoint and P has nothing to
-    # filter, so the stability ablation is judged where tasks overlap (s > 0); s = 0 is reported
-    shared = [s for s in s_vals if s > 0] or s_vals
-    worst_bwt = min(gap(suites[s], "NUFILT", "NUFILT-noP", "bwt")[0] for s in shared)
-    out.append(
-        claim(
-            "C4b_projector_stability",
-            f"full NUFILT BWT >= adapter-without-P BWT where tasks share directions (s in {shared}; "
-            "P adds stability; min, points)",
-            worst_bwt,
-            ">=",
-            0.0,
-            detail="; ".join(
-                f"s={s}: {gap(suites[s], 'NUFILT', 'NUFILT-noP', 'bwt')[0]:+.2f}" for s in s_vals
-            ),
-        )
-    )
-    if 0 in suites and shared != s_vals:
+    shared = [s for s in s_vals if s > 0]
+    if shared:
+        v, det = spread(shared, "NUFILT", "NUFILT-noP", "bwt")
         out.append(
             claim(
-                "C4b_s0_tie",
-                "at s = 0 (disjoint subspaces) P changes forgetting by less than 1 point "
-                "(|BWT(NUFILT) - BWT(no P)|)",
-                abs(gap(suites[0], "NUFILT", "NUFILT-noP", "bwt")[0]),
-                "<",
-                1.0,
-                gated=False,
+                "C4b_projector_stability",
+                f"full NUFILT BWT > adapter-without-P BWT where tasks share directions (s in {shared}; "
+                "P adds stability; min of mean - sd, points)",
+                v,
+                ">",
+                0.0,
+                detail=det,
             )
         )
-    if len(s_vals) >= 2:
-        g_lo = gap(suites[s_vals[0]], "NUFILT", "OPCM")[0]
-        g_hi = gap(suites[s_vals[-1]], "NUFILT", "OPCM")[0]
+    if 0 in suites:
+        v, det = spread([0], "NUFILT", "NUFILT-noP", "bwt")
         out.append(
             claim(
-                "C5_gap_shrinks_with_overlap",
-                "NUFILT's ACC gap over OPCM shrinks as overlap grows "
+                "C4b_projector_stability_s0",
+                "full NUFILT BWT > adapter-without-P BWT at s = 0 (disjoint subspaces; the spec's C4b "
+                "there; mean - sd, points)",
+                v,
+                ">",
+                0.0,
+                detail=det,
+            )
+        )
+
+    # ---- controls and sanity checks (reported, never gated)
+    if len(s_vals) >= 2:
+        g_lo = _paired(suites[s_vals[0]], "NUFILT", "OPCM")[0]
+        g_hi = _paired(suites[s_vals[-1]], "NUFILT", "OPCM")[0]
+        out.append(
+            claim(
+                "ctrl_C5_gap_shrinks_with_overlap",
+                "control: NUFILT's ACC gap over OPCM shrinks as overlap grows "
                 f"(gap at s={s_vals[0]} minus gap at s={s_vals[-1]})",
                 g_lo - g_hi,
                 ">",
@@ -567,40 +713,44 @@ def _claims(cfg: Config, suites: dict[int, dict], fm: dict | None, metrics: dict
                 gated=False,
                 detail="gaps over OPCM / WUDI / TA by s: "
                 + "; ".join(
-                    f"s={s}: {gap(suites[s], 'NUFILT', 'OPCM')[0]:+.1f} / "
-                    f"{gap(suites[s], 'NUFILT', 'WUDI')[0]:+.1f} / {gap(suites[s], 'NUFILT', 'TA')[0]:+.1f}"
+                    f"s={s}: {_paired(suites[s], 'NUFILT', 'OPCM')[0]:+.1f} / "
+                    f"{_paired(suites[s], 'NUFILT', 'WUDI')[0]:+.1f} / "
+                    f"{_paired(suites[s], 'NUFILT', 'TA')[0]:+.1f}"
                     for s in s_vals
                 ),
             )
         )
-    # sanity: every method between the lower and upper bounds (with 2 points of slack)
-    viol = 0.0
+    # every method between the lower and upper bounds (2 points of slack); continual TIES is reported
+    # apart: its fall below the base is FusionBench's own behaviour (bench/nufilt_ties_vs_fusionbench.py)
+    viol, ties_below = 0.0, -math.inf
     for s in s_vals:
         lo, hi = metrics[f"s{s}_lower_acc"], metrics[f"s{s}_upper_acc"]
         for m in suites[s]["methods"]:
             a = metrics[f"s{s}_{m}_acc"]
-            viol = max(viol, lo - a, a - hi)
+            if m == "TIES":
+                ties_below = max(ties_below, lo - a)
+            else:
+                viol = max(viol, lo - a, a - hi)
     out.append(
         claim(
             "sanity_bounds",
-            "every method's ACC lies between the base-head lower bound and the "
-            "fine-tuned upper bound (largest violation, points)",
+            "sanity: every method's ACC except continual TIES lies between the base-head lower bound "
+            "and the fine-tuned upper bound (largest violation, points)",
             viol,
             "<=",
             2.0,
             gated=False,
         )
     )
-    if fm is not None:
-        g, sd = gap(fm, "NUFILT", "OPCM")
-        g2, _ = gap(fm, "NUFILT", "WUDI")
+    if "TIES" in suites[s_vals[0]]["methods"]:
         out.append(
             claim(
-                "C2_fmnist",
-                "Fashion-MNIST-derived sequence: NUFILT ACC minus max(OPCM, WUDI) ACC (points)",
-                min(g, g2),
-                ">=",
-                2.0,
+                "ctrl_ties_below_base",
+                "control: continual TIES in FusionBench's form (theta <- theta + 0.5 TIES(tau_merged, tau_t)) "
+                "ends below the base-head lower bound (largest shortfall, points; same as FusionBench's class)",
+                ties_below,
+                ">",
+                0.0,
                 gated=False,
             )
         )
