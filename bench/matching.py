@@ -4,7 +4,9 @@ Usage: .venv/bin/python bench/matching.py [--sizes 4096 16384 65536 --d 512 --k 
 Two synthetic "SAE dictionaries" of n unit rows in d dimensions: half of B's rows are noisy copies
 (cosine ≈ 0.8) of a permutation of A's rows, the other half are fresh random directions, like two
 seeds sharing half their latents. Every case runs in its own process so peak RSS (ru_maxrss) is
-attributable; the baseline RSS of a process that only imported torch/scipy is reported too.
+attributable; the baseline RSS of a process that only imported torch/scipy is reported too, and
+CPU time (process_time, all threads) next to wall time, since wall time on a shared machine is noise;
+set OMP_NUM_THREADS to choose the thread count.
 Exact Hungarian (scipy linear_sum_assignment on the dense cosine matrix) is skipped where its
 float64 cost matrix alone would exceed --exact-mem-gb. Prints a markdown table.
 """
@@ -36,20 +38,25 @@ def make_pair(n: int, d: int, seed: int = 0):
 
 def run_case(method: str, n: int, d: int, k: int) -> dict:
     import numpy as np
+    import torch
 
     from iclr26.interp.matching import cosine_matrix, match_exact, match_sparse
 
     A, B = make_pair(n, d)
+    load = os.getloadavg()[0]
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if method == "exact":
         m = match_exact(cosine_matrix(A, B), max_size=max(n, 16384))
     else:
         m = match_sparse(A, B, k=k)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "seconds": dt,
+        "cpu_seconds": cpu,
+        "threads": torch.get_num_threads(),
+        "load": load,
         "peak_mb": peak,
         "base_mb": base,
         "matched_above_0.7": float((m.cosine > 0.7).mean()),
@@ -102,15 +109,16 @@ def main() -> None:
     )
     print()
     print(
-        "| n | method | time (s) | peak RSS (MB) | process baseline (MB) | shared (cos > 0.7) | same partners as exact |"
+        "| n | method | wall (s) | CPU (s) | threads | load | peak RSS (MB) | process baseline (MB) "
+        "| shared (cos > 0.7) | same partners as exact |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, res in rows:
         ex = res.get("exact")
         for method in ("exact", "sparse"):
             r = res[method]
             if isinstance(r, str):
-                print(f"| {n} | {method} | {r} | | | | |")
+                print(f"| {n} | {method} | {r} | | | | | | | |")
                 continue
             agree = ""
             if isinstance(ex, dict) and method == "sparse":
@@ -120,7 +128,8 @@ def main() -> None:
                 agree = f"{same:.4f}"
             label = method if r["method"] == method else f"{method} ({r['method']})"
             print(
-                f"| {n} | {label} | {r['seconds']:.1f} | {r['peak_mb']:.0f} | {r['base_mb']:.0f} | "
+                f"| {n} | {label} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['threads']} | {r['load']:.1f} | "
+                f"{r['peak_mb']:.0f} | {r['base_mb']:.0f} | "
                 f"{r['matched_above_0.7']:.4f} | {agree} |"
             )
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import linear_sum_assignment
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from iclr26.core.errors import UserError
 from iclr26.interp.matching import (
@@ -20,6 +24,7 @@ from iclr26.interp.matching import (
     match_sparse,
     max_cosine,
     shared_fraction,
+    topk_candidates,
 )
 from iclr26.interp.sae import SparseDictionary
 
@@ -81,19 +86,89 @@ def test_match_sparse_rectangular_and_one_to_one():
         np.testing.assert_allclose(np.nansum(sp.cosine), np.nansum(ex.cosine), rtol=1e-5)
 
 
-def test_match_sparse_falls_back_to_greedy_with_warning():
-    # rows 0 and 1 only have B0 as a candidate at k=1: no full matching exists in that graph
+def _graph_optimum(nA, nB, r, c, C):
+    """Maximum-cosine full matching restricted to the edges (r, c): dense Hungarian with the
+    missing pairs priced out (the oracle for "optimal over the candidate graph")."""
+    W = np.full((nA, nB), -1e6)
+    W[r, c] = C[r, c]
+    rows, cols = linear_sum_assignment(W, maximize=True)
+    assert (W[rows, cols] > -1e5).all()
+    return C[rows, cols].sum()
+
+
+def test_match_sparse_uses_diagonal_feasibility_edges_with_warning():
+    # at k=1 rows 0 and 1 only have B0 as a candidate: the candidate graph has no full matching
     A = torch.tensor([[1.0, 0.0], [1.0, 0.01], [1.0, 0.02]])
     B = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
-    with pytest.warns(RuntimeWarning, match="greedy"):
-        m = match_sparse(A, B, k=1, max_k=1)
-    assert m.method == "greedy"
-    used = m.partner[m.partner >= 0]
-    assert len(set(used.tolist())) == len(used)
-    # growing k instead recovers the optimum
-    m2 = match_sparse(A, B, k=1, max_k=4)
-    assert m2.method == "sparse" and m2.k > 1
+    r, c, _ = topk_candidates(A, B, k=1, device="cpu")
+    C = cosine_matrix(A, B).double().numpy()
+    with pytest.raises(ValueError):  # scipy's solver on the bare candidate graph
+        min_weight_full_bipartite_matching(csr_matrix((2 - C[r, c], (r, c)), shape=(3, 3)))
+    with pytest.warns(RuntimeWarning, match="feasibility edge"):
+        m = match_sparse(A, B, k=1)
+    assert m.method == "sparse" and "feasibility edge" in m.notes
+    assert sorted(m.partner.tolist()) == [0, 1, 2]
+    # the result is the optimum over candidates ∪ diagonal
+    d = np.arange(3)
+    opt = _graph_optimum(3, 3, np.r_[r, d], np.r_[c, d], C)
+    np.testing.assert_allclose(m.cosine.sum(), opt, rtol=1e-6)
+    # with enough candidates no diagonal edge is needed and the optimum is the exact one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m2 = match_sparse(A, B, k=3)
+    assert m2.notes == ""
     np.testing.assert_allclose(m2.cosine.sum(), match_exact(cosine_matrix(A, B)).cosine.sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("nA", "nB", "k", "block"),
+    [(300, 300, 8, 64), (200, 517, 5, 48), (517, 200, 5, 17), (40, 37, 50, None), (700, 1500, 4, 160)],
+)
+@pytest.mark.parametrize("ties", [False, True])
+def test_topk_candidates_hold_every_row_and_column_top_k(nA, nB, k, block, ties):
+    g = torch.Generator().manual_seed(nA + nB)
+    d = 8
+    A, B = torch.randn(nA, d, generator=g), torch.randn(nB, d, generator=g)
+    if ties:  # repeated rows on both sides: many exactly equal cosines at every top-k boundary
+        A = A[torch.randint(0, max(2, nA // 8), (nA,), generator=g)]
+        B = B[torch.randint(0, max(2, nB // 8), (nB,), generator=g)]
+    r, c, v = topk_candidates(A, B, k=k, block=block, device="cpu")
+    C = cosine_matrix(A, B).numpy()
+    np.testing.assert_allclose(v, C[r, c], atol=1e-6)
+    key = r * nB + c
+    assert len(np.unique(key)) == len(key) and (np.diff(key) > 0).all()  # unique, sorted by row
+    # the candidates of each row (column) contain a top-k of that row (column) of C: their best
+    # min(k, n) values equal the best values of the full row (column), whichever tied entries won
+    S = np.full((nA, nB), -np.inf, dtype=np.float32)
+    S[r, c] = C[r, c]
+    kr, kc = min(k, nB), min(k, nA)
+    np.testing.assert_array_equal(-np.sort(-S, 1)[:, :kr], -np.sort(-C, 1)[:, :kr])
+    np.testing.assert_array_equal(-np.sort(-S, 0)[:kc], -np.sort(-C, 0)[:kc])
+    if not ties:  # without ties the candidate set is exactly row top-k ∪ column top-k
+        Ct = torch.from_numpy(C)
+        ref = set()
+        for a, row in enumerate(Ct.topk(kr, 1).indices.tolist()):
+            ref.update((a, b) for b in row)
+        for b, col in enumerate(Ct.topk(kc, 0).indices.T.tolist()):
+            ref.update((a, b) for a in col)
+        assert set(zip(r.tolist(), c.tolist(), strict=True)) == ref
+
+
+def test_match_sparse_is_optimal_over_its_graph_on_a_hard_random_problem():
+    # pure random directions: many near-ties, and at k=2 the candidate graph is thin
+    g = torch.Generator().manual_seed(5)
+    A, B = torch.randn(150, 6, generator=g), torch.randn(150, 6, generator=g)
+    r, c, _ = topk_candidates(A, B, k=2, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = match_sparse(A, B, k=2)
+    assert sorted(m.partner.tolist()) == list(range(150))
+    C = cosine_matrix(A, B).double().numpy()
+    d = np.arange(150)
+    np.testing.assert_allclose(
+        m.cosine.sum(), _graph_optimum(150, 150, np.r_[r, d], np.r_[c, d], C), rtol=1e-6
+    )
+    np.testing.assert_allclose(m.cosine, C[np.arange(150), m.partner], atol=1e-6)
 
 
 def test_shared_fraction_and_lenient_agreement_by_hand():
