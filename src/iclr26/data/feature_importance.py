@@ -9,6 +9,8 @@
   block-equicorrelated Gaussians (a non-Gaussian joint law with Gaussian components).
 * :func:`clayton_copula_blocks` — standard-normal marginals joined blockwise by a Clayton copula
   (lower-tail dependence a linear whitening cannot remove).
+* :func:`with_ignored_features` — real (or any) features with independent N(0, 1) columns appended,
+  for checking that features a predictor cannot use are rejected at about the nominal rate.
 
 All generators are seeded with ``numpy.random.default_rng(seed)`` and never touch global state.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "correlated_blocks",
     "gaussian_mixture_blocks",
     "clayton_copula_blocks",
+    "with_ignored_features",
 ]
 
 ACTIVE = (0, 1, 2, 3, 4)
@@ -180,3 +183,16 @@ def clayton_copula_blocks(
     signal = exp1_signal(X)
     y = _response(signal, rng, task, noise_sd)
     return FIData(X=X, y=y, signal=signal, groups=_truth_groups(d, block_size), cov=None, task=task)
+
+
+def with_ignored_features(X: np.ndarray, k: int, *, seed: int = 0) -> np.ndarray:
+    """``[n, d + k]``: ``X`` followed by ``k`` independent N(0, 1) columns.
+
+    A predictor fitted on (and given) only the first ``d`` columns cannot use the appended ones, so
+    their importance is exactly zero and any rejection of them is a Type-I error.
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or k < 0:
+        raise UserError(f"need a 2-D X and k >= 0, got X shape {X.shape} and k={k}")
+    rng = np.random.default_rng(seed)
+    return np.column_stack([X, rng.standard_normal((X.shape[0], k))])

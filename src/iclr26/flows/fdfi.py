@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,9 +34,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from iclr26.core.errors import UserError
+from iclr26.core.estimators import BaseEstimator, check_is_fitted
 from iclr26.core.progress import progress
 from iclr26.flows.core import MLPVelocity, fit_velocity, odeint
-from iclr26.flows.fdfi_stats import FDFIResult, infer, latent_independence, mmd
+from iclr26.flows.fdfi_stats import (
+    FDFIResult,
+    heldout_disentanglement,
+    infer,
+    latent_independence,
+    mmd,
+    screen_jacobian_weights,
+)
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +236,7 @@ class Disentangler(Protocol):
     def jacobian(self, Z: np.ndarray) -> np.ndarray: ...
 
 
-class GaussianDisentangler:
+class GaussianDisentangler(BaseEstimator):
     """Linear Gaussian map ``Z = A^-1 (X - mu)``, ``X = mu + A Z`` with ``A A^T = Sigma``.
 
     ``kind="sym"`` uses the symmetric square root ``A = Sigma^1/2`` (the Gaussian OT map; DFI-OT and
@@ -261,8 +269,7 @@ class GaussianDisentangler:
         return self
 
     def _check(self) -> None:
-        if not hasattr(self, "A_"):
-            raise UserError("GaussianDisentangler is not fitted; call .fit(X) first")
+        check_is_fitted(self, "A_")
 
     def encode(self, X: np.ndarray) -> np.ndarray:
         self._check()
@@ -306,7 +313,7 @@ class ResMLPVelocity(nn.Module):
         return self.out(F.silu(h))
 
 
-class FlowDisentangler:
+class FlowDisentangler(BaseEstimator):
     """Flow-matching ODE from ``N(0, I)`` (t = 0) to the data (t = 1), via :mod:`iclr26.flows.core`.
 
     Path ``x_t = (1 - (1 - sigma_min) t) z + t x`` as in the ``fdfi`` package; the velocity is a
@@ -364,8 +371,7 @@ class FlowDisentangler:
         return self
 
     def _check(self) -> None:
-        if not hasattr(self, "velocity_"):
-            raise UserError("FlowDisentangler is not fitted; call .fit(X) first")
+        check_is_fitted(self, "velocity_")
 
     def _integrate(self, x: torch.Tensor, t0: float, t1: float, method: str | None = None) -> torch.Tensor:
         return odeint(
@@ -419,6 +425,7 @@ class UEIFs:
     x_scpi: np.ndarray
     y_var: float
     feature_names: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
 
     def get(self, estimator: str = "cpi", space: str = "X") -> np.ndarray:
         est = ESTIMATOR_ALIASES.get(estimator)
@@ -437,10 +444,18 @@ class UEIFs:
             inv[order] = np.arange(len(order))
             cat = {k: v[inv] for k, v in cat.items()}
         y_var = float(np.mean([p.y_var for p in parts]))
-        return UEIFs(**cat, y_var=y_var, feature_names=parts[0].feature_names)
+        info = {}
+        if all("disentanglement" in p.info for p in parts):  # the worst fold speaks for the stack
+            fold = [p.info["disentanglement"] for p in parts]
+            info["disentanglement"] = {
+                "max_abs_corr": max(f["max_abs_corr"] for f in fold), "r_crit": max(f["r_crit"] for f in fold),
+                "poor": any(f["poor"] for f in fold), "screened": sum(f["screened"] for f in fold),
+                "folds": fold,
+            }  # fmt: skip
+        return UEIFs(**cat, y_var=y_var, feature_names=parts[0].feature_names, info=info)
 
 
-class FDFI:
+class FDFI(BaseEstimator):
     """Flow-disentangled feature importance with the sklearn contract.
 
     ``FDFI(flow="flow" | "gaussian" | Disentangler, loss=..., n_resamples=...).fit(X_background)``
@@ -462,6 +477,15 @@ class FDFI:
         seed: latent j uses ``numpy.random.default_rng(seed + j)``.
         fit_disentangler: ``False`` reuses an already fitted disentangler instance (e.g. a flow trained
             once on auxiliary data) as is; it must then have been fitted on data standardised the same way.
+        screen_jacobian: drop Jacobian weights ``H_lk^2`` not larger than the map's error as measured
+            on the evaluation rows (:func:`~iclr26.flows.fdfi_stats.screen_jacobian_weights`); without it
+            features no latent really moves inherit a little of every important latent and are
+            rejected far above ``alpha`` when the map is imperfect. ``False`` reproduces the package.
+            Either way the held-out disentanglement check lands in ``result.info["disentanglement"]``.
+        poor_map: what to do when that check fails (the evaluation rows' latents are correlated beyond
+            sampling noise): ``"fallback"`` (default) switches a non-Gaussian map to the Gaussian map
+            fitted on the same background for this call and says so in ``info["disentanglement"]
+            ["fallback"]``; ``"keep"`` keeps the map (screened, with a warning).
     """
 
     def __init__(
@@ -479,6 +503,8 @@ class FDFI:
         chunk_size: int = 65536,
         flow_kwargs: dict[str, Any] | None = None,
         fit_disentangler: bool = True,
+        screen_jacobian: bool = True,
+        poor_map: str = "fallback",
     ):
         self.flow = flow
         self.loss = loss
@@ -492,6 +518,8 @@ class FDFI:
         self.chunk_size = chunk_size
         self.flow_kwargs = flow_kwargs
         self.fit_disentangler = fit_disentangler
+        self.screen_jacobian = screen_jacobian
+        self.poor_map = poor_map
 
     # ---- fitting ----
     def _validate(self) -> None:
@@ -504,6 +532,8 @@ class FDFI:
         if int(self.n_resamples) < 1 or int(self.n_jacobian) < 1:
             raise UserError("n_resamples and n_jacobian must be >= 1")
         resolve_loss(self.loss)
+        if self.poor_map not in ("fallback", "keep"):
+            raise UserError(f"poor_map must be 'fallback' or 'keep', got {self.poor_map!r}")
 
     def _make_disentangler(self) -> Disentangler:
         if isinstance(self.flow, str):
@@ -537,14 +567,12 @@ class FDFI:
         if self.fit_disentangler or isinstance(self.flow, str):
             dis = dis.fit(self.Xs_background_)
         self.disentangler_ = dis
+        self.__dict__.pop("fallback_", None)  # a Gaussian fallback belongs to the previous background
         self.Z_background_ = self.disentangler_.encode(self.Xs_background_)
         return self
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "disentangler_"):
-            raise UserError(
-                "this FDFI is not fitted yet; call .fit(X_background) before importance()/ueifs()"
-            )
+        check_is_fitted(self, "disentangler_", "fit(X_background)")
 
     def _to_std(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) / self.scale_
@@ -569,15 +597,16 @@ class FDFI:
         self._check_fitted()
         return self._from_std(self.disentangler_.decode(np.asarray(Z, dtype=np.float64)))
 
-    def jacobian_weights(self, Z: np.ndarray) -> np.ndarray:
+    def jacobian_weights(self, Z: np.ndarray, *, disentangler: Disentangler | None = None) -> np.ndarray:
         """``W [d, d]`` (or ``[n, d, d]`` for ``per_sample``) with ``u^X = u^Z W^T``: ``W_lk = H_lk^2``."""
         self._check_fitted()
+        dz = self.disentangler_ if disentangler is None else disentangler
         Z = np.asarray(Z, dtype=np.float64)
         if self.jacobian == "per_sample":
-            return self.disentangler_.jacobian(Z) ** 2
+            return dz.jacobian(Z) ** 2
         m = min(len(Z), int(self.n_jacobian))
         idx = np.linspace(0, len(Z) - 1, m).astype(int)  # evenly spaced points, as in the fdfi package
-        H = self.disentangler_.jacobian(Z[idx])  # [m, d, d]
+        H = dz.jacobian(Z[idx])  # [m, d, d]
         return (H**2).mean(axis=0) if self.jacobian == "avg_sq" else H.mean(axis=0) ** 2
 
     def diagnose(self, X: Any | None = None, *, max_n: int = 500, seed: int = 0) -> dict[str, float]:
@@ -661,13 +690,21 @@ class FDFI:
         Xa, names = self._check_X(X)
         n, d = Xa.shape
         f = as_predict_fn(predictor, proba=loss.needs_proba and loss.builtin)
-        Zs = self.disentangler_.encode(self._to_std(Xa))  # [n, d]
-        pool = (
-            self.Z_background_
-            if background is None
-            else self.disentangler_.encode(self._to_std(self._check_X(background)[0]))
-        )
-        yhat = f(self._from_std(self.disentangler_.decode(Zs)))  # round-trip reference prediction
+        Xs = self._to_std(Xa)
+        dz: Disentangler = self.disentangler_
+        Zs = dz.encode(Xs)  # [n, d]
+        # held-out disentanglement: X is disjoint from the map's fit data when cross-fitting
+        dis = heldout_disentanglement(Zs)
+        fallback = None
+        if dis["poor"] and self.poor_map == "fallback" and not isinstance(dz, GaussianDisentangler):
+            fallback = f"{type(dz).__name__} latents correlated on these rows (max |corr| {dis['max_abs_corr']:.3f})"
+            if not hasattr(self, "fallback_"):
+                self.fallback_ = GaussianDisentangler().fit(self.Xs_background_)
+            dz = self.fallback_
+            Zs = dz.encode(Xs)
+            dis = heldout_disentanglement(Zs)
+        pool = dz.encode(self.Xs_background_ if background is None else self._to_std(self._check_X(background)[0]))
+        yhat = f(self._from_std(dz.decode(Zs)))  # round-trip reference prediction
         multi = yhat.ndim == 2
         r, base = self._targets(y, yhat, predictor, loss)
         B = int(self.n_resamples)
@@ -675,18 +712,33 @@ class FDFI:
         for j in progress(range(d), desc="fdfi latents", total=d):
             Zt = np.repeat(Zs[None], B, axis=0)  # [B, n, d]
             Zt[:, :, j] = self._latent_draws(Zs, pool, j)
-            Xt = self._from_std(self.disentangler_.decode(Zt.reshape(B * n, d)))
+            Xt = self._from_std(dz.decode(Zt.reshape(B * n, d)))
             yt = f(Xt).reshape(B, n, *yhat.shape[1:])  # [B, n] or [B, n, C]
             z_cpi[:, j] = 0.5 * (loss(r[None], yt, multi).mean(axis=0) - base)
             z_scpi[:, j] = loss(r, yt.mean(axis=0), multi) - base
-        W = self.jacobian_weights(Zs)
+        W = self.jacobian_weights(Zs, disentangler=dz)
+        # the Jacobian screen: attribute only through entries larger than the map's measured error
+        dropped = 0
+        if self.screen_jacobian:
+            W, dropped = screen_jacobian_weights(W, dis["mixing_error"])
+        if dis["poor"] or fallback:
+            msg = [f"fell back to the Gaussian map ({fallback})"] if fallback else []
+            if dis["poor"]:
+                msg.append(
+                    f"latents of the evaluation rows are correlated (max |corr| {dis['max_abs_corr']:.3f} > "
+                    f"{dis['r_crit']:.3f}), so the map does not disentangle these data"
+                    + (f"; {dropped} Jacobian entries below its error were dropped" if self.screen_jacobian else "")
+                )
+            log.warning("FDFI: %s", "; ".join(msg))
+        dis_info = {k: v for k, v in dis.items() if k != "mixing_error"} | {"screened": dropped, "fallback": fallback}
         if W.ndim == 3:  # per-sample: u^X_il = sum_k W_ilk u_ik
             x_cpi, x_scpi = np.einsum("ilk,ik->il", W, z_cpi), np.einsum("ilk,ik->il", W, z_scpi)
         else:
             x_cpi, x_scpi = z_cpi @ W.T, z_scpi @ W.T
         ref = np.asarray(r if y is not None else yhat, dtype=float).reshape(n, -1)
         y_var = float(ref.var(axis=0, ddof=1).mean()) if n > 1 else 0.0  # Var(y), or mean per-class Var
-        self.last_ueifs_ = UEIFs(z_cpi, z_scpi, x_cpi, x_scpi, y_var=y_var, feature_names=list(names))
+        self.last_ueifs_ = UEIFs(z_cpi, z_scpi, x_cpi, x_scpi, y_var=y_var, feature_names=list(names),
+                                 info={"disentanglement": dis_info})  # fmt: skip
         return self.last_ueifs_
 
     def importance(
@@ -720,6 +772,8 @@ class FDFI:
         names = u.feature_names if space == "X" else [f"z{j}" for j in range(len(u.feature_names))]
         res = infer(u.get(est, space), y_var=u.y_var, n_folds=n_folds, feature_names=names,
                     method=f"fdfi-{est}" + ("" if space == "X" else "-latent"), **kw)  # fmt: skip
+        if "disentanglement" in u.info:
+            res.info["disentanglement"] = u.info["disentanglement"]
         res.info["disentangler"] = (
             type(self.disentangler_).__name__ if hasattr(self, "disentangler_") else None
         )

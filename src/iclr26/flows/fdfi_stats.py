@@ -29,6 +29,8 @@ __all__ = [
     "distance_correlation_matrix",
     "latent_independence",
     "mmd",
+    "heldout_disentanglement",
+    "screen_jacobian_weights",
 ]
 
 ALTERNATIVES = ("greater", "two-sided", "less")
@@ -338,3 +340,63 @@ def mmd(
         return float(np.exp(-np.maximum(sq, 0.0) / (2 * sigma**2)).mean())
 
     return float(np.sqrt(max(k(X, X) + k(Y, Y) - 2 * k(X, Y), 0.0)))
+
+
+# --------------------------------------------------------------------------------------------------
+# held-out disentanglement and the Jacobian screen (honest attribution when the map is imperfect)
+# --------------------------------------------------------------------------------------------------
+def heldout_disentanglement(Z: np.ndarray, *, alpha: float = 0.05) -> dict[str, Any]:
+    """Linear independence check of latents ``Z [n, d]`` encoded from rows the map was *not* fitted on.
+
+    With a correct map the off-diagonal latent correlations are pure sampling noise, ``~ N(0, 1/n)``;
+    ``r_crit = z_{1 - alpha / (2m)} / sqrt(n)`` (Bonferroni over the ``m = d(d-1)/2`` pairs) bounds their
+    largest absolute value with probability ``>= 1 - alpha``. ``poor`` is ``max_abs_corr > r_crit``.
+    ``mixing_error [d]`` is the per-latent RMS of ``(R - I) / 2``: to first order a map whose latents
+    have correlation ``R`` is off by ``H E`` in its Jacobian with ``E = (R - I) / 2``, so this is the
+    scale of the Jacobian error (map error plus held-out sampling noise, never less than the latter).
+    """
+    Z = np.asarray(Z, dtype=float)
+    n, d = Z.shape
+    if n < 4 or d < 2:
+        return {"n": n, "max_abs_corr": 0.0, "rms_corr": 0.0, "r_crit": np.inf, "poor": False,
+                "mixing_error": np.zeros(d)}  # fmt: skip
+    sd = Z.std(axis=0)
+    R = np.corrcoef(Z, rowvar=False) if np.all(sd > 0) else np.eye(d)
+    off = R - np.eye(d)
+    m = d * (d - 1) / 2
+    r_crit = float(norm.ppf(1 - alpha / (2 * m)) / np.sqrt(n))
+    max_abs = float(np.abs(off).max())
+    return {
+        "n": n,
+        "max_abs_corr": max_abs,
+        "rms_corr": float(np.sqrt((off**2).sum() / (d * (d - 1)))),
+        "r_crit": r_crit,
+        "poor": bool(max_abs > r_crit),
+        "mixing_error": np.sqrt((off**2).sum(axis=1) / (d - 1)) / 2,
+    }
+
+
+def screen_jacobian_weights(
+    W: np.ndarray, mixing_error: np.ndarray, *, level: float = 0.05
+) -> tuple[np.ndarray, int]:
+    """Drop Jacobian weights ``W_lk = H_lk^2`` that the map cannot tell apart from zero.
+
+    ``W`` is ``[d, d]`` or per-sample ``[n, d, d]`` (the decision then uses the mean over samples).
+    The Jacobian error of row l is estimated as ``s_l = sqrt(sum_m |H_lm|^2 e_m^2)`` from the held-out
+    ``mixing_error`` ``e`` (see :func:`heldout_disentanglement`); an entry is kept when
+    ``|H_lk| > c s_l`` with ``c = z_{1 - level / (2 d^2)}`` (Bonferroni over entries), else set to 0.
+    Squared noise is positive, so without this screen a feature that no latent really moves picks up
+    a little of every important latent and its zero-margin test rejects far above ``alpha``.
+    Returns ``(screened W, number of entries dropped)``.
+    """
+    W = np.asarray(W, dtype=float)
+    Wm = W.mean(axis=0) if W.ndim == 3 else W
+    d = Wm.shape[0]
+    e = np.asarray(mixing_error, dtype=float)
+    if e.shape != (d,):
+        raise UserError(f"mixing_error must have shape ({d},), got {e.shape}")
+    c = float(norm.ppf(1 - level / (2 * d * d)))
+    s = np.sqrt(Wm @ e**2)  # [d]: per-row Jacobian error scale (|H|^2 = W)
+    keep = np.sqrt(np.clip(Wm, 0.0, None)) > c * s[:, None]
+    dropped = int((~keep & (Wm > 0)).sum())
+    return (W * keep if W.ndim == 2 else W * keep[None]), dropped
