@@ -246,3 +246,29 @@ def test_engine_thread_policy_and_backend(tmp_path, fake_paper):
     assert matplotlib.get_backend().lower() == "agg"
     assert torch.get_num_threads() == before
     assert not hasattr(engine, "load_run")
+
+
+def test_claim_kinds_are_counted_apart():
+    """Controls and sanity checks never count as the paper's claims, in the summary or the report."""
+    from iclr26.report import summary_counts
+    from iclr26.runs import claim, claim_kind
+
+    assert claim_kind("ctrl_x") == claim_kind("C9", "control: the random baseline") == "control"
+    assert claim_kind("sanity_bounds") == claim_kind("S0", "Sanity: sparsity on target") == "sanity"
+    assert claim_kind("C1", "the headline holds") == "paper"
+    claims = [claim("C1", "headline", 1.0, ">", 0.5).to_dict(),
+              claim("C2", "second", 0.0, ">", 0.5).to_dict(),
+              claim("C3", "reported", 0.0, ">", 0.5, gated=False).to_dict(),
+              claim("ctrl_a", "control: baseline", 1.0, ">", 0.5).to_dict(),
+              claim("S0", "sanity: a check", 0.0, ">", 0.5).to_dict()]
+    n = summary_counts(claims)
+    assert (n.paper_held, n.paper_gated, n.paper_reported, n.checks_held, n.checks) == (1, 2, 1, 1, 2)
+    assert n.gated_failed == 2  # C2 and the sanity check S0
+
+
+def test_report_lists_controls_apart(tmp_path, capsys, fake_paper):
+    assert cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "paper claims held: 1/1 gated, 1 reported only" in out
+    md = next(tmp_path.glob("fake-paper-smoke*/report.md")).read_text()
+    assert "## Paper claims" in md

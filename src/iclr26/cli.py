@@ -110,19 +110,25 @@ def _split_sets(slugs: list[str], overrides: dict[str, str]) -> dict[str, dict[s
 
 def _print_claims(claims: list[dict]) -> None:
     from iclr26.report import claims_table_rows
+    from iclr26.runs import claim_kind
 
-    rows = claims_table_rows(claims)
+    paper = [c for c in claims if claim_kind(c["name"], c.get("statement", "")) == "paper"]
+    checks = [c for c in claims if c not in paper]
+    rows = claims_table_rows(paper + checks)
     w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(["claim", "verdict", "measured", "threshold"])]
     print(f"  {'claim':<{w[0]}}  {'verdict':<{w[1]}}  {'measured':<{w[2]}}  {'threshold':<{w[3]}}  statement")
-    for r in rows:
+    for i, r in enumerate(rows):
+        if i == len(paper) and checks:
+            print("  -- controls and sanity checks --")
         print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
 
 
 def _print_summary(rows: list[dict]) -> None:
     """The one table at the end of a multi-paper run, then one loud line per missing asset or failure."""
-    header = ["paper", "status", "gated held", "reported only", "wall s", "run dir"]
-    table = [[r["slug"], r["status"], r.get("held", "-"), r.get("reported", "-"), r.get("wall", "-"),
-              r.get("dir", "-")] for r in rows]
+    header = ["paper", "status", "paper claims held (gated)", "reported only", "controls & sanity held",
+              "wall s", "run dir"]
+    table = [[r["slug"], r["status"], r.get("held", "-"), r.get("reported", "-"), r.get("checks", "-"),
+              r.get("wall", "-"), r.get("dir", "-")] for r in rows]
     w = [max([len(h)] + [len(t[i]) for t in table]) for i, h in enumerate(header)]
     print("\nsummary:")
     print("  " + "  ".join(f"{h:<{w[i]}}" for i, h in enumerate(header)).rstrip())
@@ -175,16 +181,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         run_dirs.append(run_dir)
         claims = [c.to_dict() for c in result.claims]
         _print_claims(claims)
-        held, n_gated, n_reported = summary_counts(claims)
-        failures += held < n_gated and args.preset != "smoke"
+        n = summary_counts(claims)
+        failures += n.gated_failed > 0 and args.preset != "smoke"
         wall = result.metrics["wall_time_s"]
-        print(f"  gated claims held: {held}/{n_gated} · "
-              f"wall {wall:.1f} s · run dir: {run_dir}", flush=True)
+        print(f"  paper claims held: {n.paper_text()} gated, {n.paper_reported} reported only · "
+              f"controls & sanity held: {n.checks_text()} · wall {wall:.1f} s · run dir: {run_dir}", flush=True)
         env = json.loads((run_dir / "env.json").read_text())
         loud = missing_asset_lines(env.get("missing_assets") or [])
         for line in loud:
             print(f"  !! {line}", flush=True)
-        rows.append({"slug": slug, "status": "ok", "held": f"{held}/{n_gated}", "reported": str(n_reported),
+        rows.append({"slug": slug, "status": "ok", "held": n.paper_text(), "reported": str(n.paper_reported), "checks": n.checks_text(),
                      "wall": f"{wall:.1f}", "dir": str(run_dir), "loud": loud})
     if many:
         _print_summary(rows)

@@ -12,10 +12,11 @@ import base64
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from iclr26.core.errors import UserError
 from iclr26.core.io import atomic_write_text
+from iclr26.runs import claim_kind
 
 
 def _fmt(x: Any) -> str:
@@ -75,10 +76,35 @@ def missing_asset_lines(missing: list[dict[str, str]]) -> list[str]:
     return out
 
 
-def summary_counts(claims: list[dict]) -> tuple[int, int, int]:
-    """(gated claims held, gated claims, reported-only claims)."""
-    gated = [c for c in claims if c.get("gated", True)]
-    return sum(bool(c["holds"]) for c in gated), len(gated), len(claims) - len(gated)
+class ClaimCounts(NamedTuple):
+    """Verdict counts of one run: the paper's own claims apart from controls and sanity checks."""
+
+    paper_held: int  # gated paper claims that hold
+    paper_gated: int
+    paper_reported: int  # paper claims reported only (not gated at this preset)
+    checks_held: int  # controls and sanity checks (gated or not) that hold
+    checks: int
+    gated_failed: int  # gated claims of any kind that do not hold
+
+    def paper_text(self) -> str:
+        return f"{self.paper_held}/{self.paper_gated}"
+
+    def checks_text(self) -> str:
+        return f"{self.checks_held}/{self.checks}"
+
+
+def _kind(c: dict) -> str:
+    return c.get("kind") or claim_kind(c["name"], c.get("statement", ""))
+
+
+def summary_counts(claims: list[dict]) -> ClaimCounts:
+    """Counts for summaries: gated paper claims held, reported-only paper claims, controls/sanity held."""
+    paper = [c for c in claims if _kind(c) == "paper"]
+    gated = [c for c in paper if c.get("gated", True)]
+    checks = [c for c in claims if _kind(c) != "paper"]
+    failed = sum(1 for c in claims if c.get("gated", True) and not c["holds"])
+    return ClaimCounts(sum(bool(c["holds"]) for c in gated), len(gated), len(paper) - len(gated),
+                       sum(bool(c["holds"]) for c in checks), len(checks), failed)
 
 
 def render_run_markdown(run_dir: str | Path) -> str:
@@ -99,17 +125,19 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
     except UserError:
         title = slug
     claims = data["claims"]
-    held = sum(c["holds"] for c in claims)
-    gated = [c for c in claims if c.get("gated", True)]
+    n = summary_counts(claims)
+    paper = [c for c in claims if _kind(c) == "paper"]
+    checks = [c for c in claims if _kind(c) != "paper"]
+    head = ["claim", "verdict", "measured", "threshold", "statement"]
     lines = [f"# {slug} — {title}", "",
              f"Preset `{cfg.get('preset')}`, seed {cfg.get('seed')}, device {data['env'].get('device')}, "
              f"wall time {_fmt(data['metrics'].get('wall_time_s', float('nan')))} s. "
-             f"Claims held: {held}/{len(claims)} "
-             f"(gated: {sum(c['holds'] for c in gated)}/{len(gated)}).", "",
+             f"Paper claims held: {n.paper_text()} gated ({n.paper_reported} more reported only); "
+             f"controls and sanity checks held: {n.checks_text()}.", "",
              *[f"**{line}**\n" for line in missing_asset_lines(data.get("missing_assets", []))],
-             "## Claims", "",
-             _md_table(["claim", "verdict", "measured", "threshold", "statement"], claims_table_rows(claims)),
-             ""]
+             "## Paper claims", "", _md_table(head, claims_table_rows(paper)), ""]
+    if checks:
+        lines += ["## Controls and sanity checks", "", _md_table(head, claims_table_rows(checks)), ""]
     details = [c for c in claims if c.get("detail")]
     if details:
         lines += ["", *[f"- **{c['name']}**: {c['detail']}" for c in details], ""]
@@ -139,18 +167,23 @@ def _html_run(data: dict[str, Any]) -> str:
     cfg = data["config"]
     slug = cfg.get("slug", data["dir"].name)
     e = html.escape
-    rows = []
-    for c in data["claims"]:
+    def row(c: dict) -> str:
         cls = "held" if c["holds"] else ("nothold" if c.get("gated", True) else "soft")
-        rows.append(f"<tr><td>{e(c['name'])}</td><td class='{cls}'>{e(_verdict(c))}</td>"
-                    f"<td>{e(_fmt(c['value']))}</td><td>{e(c['op'])} {e(_fmt(c['threshold']))}</td>"
-                    f"<td>{e(c['statement'])}{'<br><small>' + e(c['detail']) + '</small>' if c.get('detail') else ''}</td></tr>")
+        return (f"<tr><td>{e(c['name'])}</td><td class='{cls}'>{e(_verdict(c))}</td>"
+                f"<td>{e(_fmt(c['value']))}</td><td>{e(c['op'])} {e(_fmt(c['threshold']))}</td>"
+                f"<td>{e(c['statement'])}{'<br><small>' + e(c['detail']) + '</small>' if c.get('detail') else ''}</td></tr>")
+
+    head = "<tr><th>claim</th><th>verdict</th><th>measured</th><th>threshold</th><th>statement</th></tr>"
+    paper = [row(c) for c in data["claims"] if _kind(c) == "paper"]
+    checks = [row(c) for c in data["claims"] if _kind(c) != "paper"]
+    rows = ["<tr><th colspan='5'>paper claims</th></tr>", *paper]
+    if checks:
+        rows += ["<tr><th colspan='5'>controls and sanity checks</th></tr>", *checks]
     parts = [f"<h2 id='{e(slug)}'>{e(slug)} <small>({e(str(data['dir']))})</small></h2>",
              f"<p>Preset <code>{e(str(cfg.get('preset')))}</code>, seed {e(str(cfg.get('seed')))}, "
              f"wall time {e(_fmt(data['metrics'].get('wall_time_s', float('nan'))))} s.</p>",
              *[f"<p class='missing'>{e(line)}</p>" for line in missing_asset_lines(data.get("missing_assets", []))],
-             "<table><tr><th>claim</th><th>verdict</th><th>measured</th><th>threshold</th><th>statement</th></tr>",
-             *rows, "</table>"]
+             f"<table>{head}", *rows, "</table>"]
     if data["notes"]:
         parts.append(f"<h3>Notes</h3><pre>{e(data['notes'])}</pre>")
     for f in data["figures"]:
@@ -185,12 +218,13 @@ def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> t
     out.mkdir(parents=True, exist_ok=True)
     summary = []
     for d in datas:
-        held, n_gated, n_reported = summary_counts(d["claims"])
+        n = summary_counts(d["claims"])
         summary.append([d["config"].get("slug", d["dir"].name), str(d["config"].get("preset")),
-                        f"{held}/{n_gated}", str(n_reported),
+                        n.paper_text(), str(n.paper_reported), n.checks_text(),
                         _fmt(d["metrics"].get("wall_time_s", float("nan"))),
                         "; ".join(missing_asset_lines(d["missing_assets"])) or "-", str(d["dir"])])
-    header = ["paper", "preset", "gated claims held", "reported only", "wall s", "missing assets", "run"]
+    header = ["paper", "preset", "paper claims held (gated)", "paper claims reported only",
+              "controls & sanity held", "wall s", "missing assets", "run"]
     md = ["# iclr26 report", "", _md_table(header, summary), ""]
     for d in datas:
         rel = d["dir"].resolve().relative_to(out.resolve()) if d["dir"].resolve().is_relative_to(out.resolve()) else d["dir"].resolve()

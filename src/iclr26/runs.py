@@ -40,6 +40,8 @@ class Claim:
 
     ``holds`` is computed from ``value op threshold``; ``gated=False`` marks a claim that is
     reported but not expected to hold at this preset (the spec says why, e.g. C4 of sae-seeds).
+    ``kind`` (computed, see :func:`claim_kind`) tells the paper's own claims from the run's controls
+    and sanity checks, which the summaries count apart.
     """
 
     name: str
@@ -50,6 +52,7 @@ class Claim:
     gated: bool = True
     detail: str = ""
     holds: bool = field(init=False)
+    kind: str = field(init=False)
 
     def __post_init__(self) -> None:
         if self.op not in _OPS:
@@ -57,9 +60,24 @@ class Claim:
         self.value = float(self.value)
         self.threshold = float(self.threshold)
         self.holds = bool(math.isfinite(self.value) and _OPS[self.op](self.value, self.threshold))
+        self.kind = claim_kind(self.name, self.statement)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+CLAIM_KINDS = ("paper", "control", "sanity")
+
+
+def claim_kind(name: str, statement: str = "") -> str:
+    """``control`` for names ``ctrl_*`` / statements "control: ...", ``sanity`` for ``sanity_*`` /
+    "sanity: ...", else ``paper`` (a statement of the paper itself)."""
+    low = statement.strip().lower()
+    if name.startswith("ctrl_") or low.startswith("control:"):
+        return "control"
+    if name.startswith("sanity_") or low.startswith("sanity:"):
+        return "sanity"
+    return "paper"
 
 
 def claim(name: str, statement: str, value: float, op: str, threshold: float, *,
