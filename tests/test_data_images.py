@@ -87,7 +87,7 @@ def test_fashion_missing_names_both_options(tmp_path):
     with pytest.raises(MissingAssetError) as e:
         images.load_fashion_mnist("train", root=str(tmp_path / "nothing"))
     msg = str(e.value)
-    assert "apt-get install dataset-fashion-mnist" in msg and "download=True" in msg
+    assert "python -m iclr26.assets fetch" in msg and "download=True" in msg
     with pytest.raises(UserError, match="split"):
         images.load_fashion_mnist("valid", root=str(tmp_path))
 

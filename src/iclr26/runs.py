@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from iclr26.core.errors import UserError
-from iclr26.core.io import atomic_write_text
+from iclr26.core.io import atomic_path, atomic_write_text
 
 _OPS = {
     ">": lambda a, b: a > b,
@@ -123,10 +123,11 @@ class RunContext:
         import matplotlib.pyplot as plt
 
         path = self.figures_dir / f"{name}.png"
-        tmp = self.figures_dir / f".{name}.tmp-{os.getpid()}.png"
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        os.replace(tmp, path)
+        try:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        finally:
+            plt.close(fig)
         self.figures.append(name)
         if caption:
             self.captions[name] = caption

@@ -109,7 +109,7 @@ def download_fashion_mnist(dest: str | Path | None = None) -> Path:
             except OSError as e:
                 raise MissingAssetError(
                     f"Fashion-MNIST (download of {name} failed: {e})",
-                    "sudo apt-get install dataset-fashion-mnist",
+                    "python -m iclr26.assets fetch  (no root needed; or: sudo apt-get install dataset-fashion-mnist)",
                 ) from None
     return dest
 
@@ -147,7 +147,7 @@ def load_fashion_mnist(
     if found is None:
         raise MissingAssetError(
             f"Fashion-MNIST ({split}; looked in {', '.join(map(str, dirs))})",
-            "sudo apt-get install dataset-fashion-mnist  (or pass download=True with internet access)",
+            "python -m iclr26.assets fetch  (no root needed; or pass download=True with internet access)",
         )
     X, y = _load_fashion_uint8(str(found[0]), str(found[1]))
     return torch.from_numpy(X.astype(np.float32) / 255.0), torch.from_numpy(y.astype(np.int64))
