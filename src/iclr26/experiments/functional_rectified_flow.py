@@ -10,8 +10,10 @@ straightness, mode coverage, and zero-shot sampling at twice the training resolu
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +22,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from iclr26.core import UserError, make_generator, param
+from iclr26.core.parallel import parallel_map
+from iclr26.core.threads import ENV_WORKERS, default_workers
 from iclr26.flows import (
     FNO1d,
     FunctionalRectifiedFlow,
@@ -51,38 +55,47 @@ DESCRIPTION = (
 
 @dataclass
 class Config:
-    n_train: int = param(4000, "training functions")
-    n_test: int = param(2000, "held-out real functions (metric reference)")
-    n_eval: int = param(500, "generated functions per evaluation")
-    grid: int = param(64, "training grid size M")
-    grid_hi: int = param(128, "zero-shot evaluation grid size")
-    steps: int = param(1000, "training steps per arm (Adam, cosine decay)")
-    batch_size: int = param(64, "batch size")
-    lr: float = param(1e-3, "peak learning rate")
-    modes: int = param(16, "FNO Fourier modes")
-    width: int = param(32, "FNO channels")
-    layers: int = param(4, "FNO Fourier layers")
-    noise_sigma: float = param(1.0, "Matérn-1/2 noise standard deviation")
-    noise_length: float = param(0.1, "Matérn-1/2 noise length scale")
-    sigma_min: float = param(1e-4, "FFM path sigma_min")
+    n_train: int = param(4000, "training functions (>= 50 so the mode classifier sees both shapes)", low=50, high=1_000_000)
+    n_test: int = param(2000, "held-out real functions (metric reference; figures plot 8)", low=8, high=1_000_000)
+    n_eval: int = param(500, "generated functions per evaluation (figures plot 8)", low=8, high=1_000_000)
+    grid: int = param(64, "training grid size M", low=8, high=4096)
+    grid_hi: int = param(128, "zero-shot evaluation grid size", low=8, high=8192)
+    steps: int = param(1000, "training steps per arm (Adam, cosine decay)", low=0, high=10_000_000)
+    batch_size: int = param(64, "batch size", low=1, high=65536)
+    lr: float = param(1e-3, "peak learning rate", low=0.0, high=1.0, low_open=True)
+    modes: int = param(16, "FNO Fourier modes", low=1, high=4096)
+    width: int = param(32, "FNO channels", low=1, high=1024)
+    layers: int = param(4, "FNO Fourier layers", low=1, high=64)
+    noise_sigma: float = param(1.0, "Matérn-1/2 noise standard deviation", low=0.0, high=100.0, low_open=True)
+    noise_length: float = param(0.1, "Matérn-1/2 noise length scale", low=0.0, high=100.0, low_open=True)
+    sigma_min: float = param(1e-4, "FFM path sigma_min", low=0.0, high=1.0, high_open=True)
     time_weighting: str = param(
         "uniform", "loss weighting over t ~ U(0, 1-1e-3)", choices=["uniform", "logit_normal"]
     )
-    tw_mean: float = param(0.0, "logit-normal weight mean (when time_weighting=logit_normal)")
-    tw_std: float = param(1.0, "logit-normal weight std")
-    reflow_n: int = param(4000, "reflow couplings generated from the FRF arm")
-    reflow_ode_steps: int = param(8, "RK4 steps used to generate the reflow couplings")
-    reflow_steps: int = param(1000, "further training steps on the reflow couplings")
-    nfe: list[int] = param([1, 2, 4, 8, 16, 100], "Euler step counts of the NFE sweep (last = 'many steps')")
-    second_seed: bool = param(True, "train FRF and FFM with a second seed (spread for the FFM comparison)")
-    gauss_grids: list[int] = param([64, 128, 256], "grids of the exact-velocity marginal check")
-    gauss_samples: int = param(4096, "samples in the exact-velocity Gaussian check")
-    gauss_euler: int = param(200, "Euler steps in the exact-velocity Gaussian check")
-    gauss_learned_samples: int = param(2048, "samples drawn from the learned Gaussian flow")
-    gauss_learned_rk4: int = param(
-        12, "RK4 steps when sampling the learned Gaussian flow (solver error kept small)"
+    tw_mean: float = param(
+        0.0, "logit-normal weight mean (when time_weighting=logit_normal)", low=-10.0, high=10.0
     )
-    gauss_steps: int = param(800, "training steps of the learned Gaussian flow")
+    tw_std: float = param(1.0, "logit-normal weight std", low=0.0, high=10.0, low_open=True)
+    reflow_n: int = param(4000, "reflow couplings generated from the FRF arm", low=1, high=1_000_000)
+    reflow_ode_steps: int = param(8, "RK4 steps used to generate the reflow couplings", low=1, high=100_000)
+    reflow_steps: int = param(1000, "further training steps on the reflow couplings", low=0, high=10_000_000)
+    nfe: list[int] = param(
+        [1, 2, 4, 8, 16, 100], "Euler step counts of the NFE sweep (largest = 'many steps')",
+        min_len=1, max_len=32, elem_low=1, elem_high=100_000,
+    )
+    second_seed: bool = param(True, "train FRF and FFM with a second seed (spread for the FFM comparison)")
+    gauss_grids: list[int] = param(
+        [64, 128, 256], "grids of the exact-velocity marginal check (M x M covariances)",
+        min_len=1, max_len=8, elem_low=8, elem_high=2048,
+    )
+    gauss_samples: int = param(4096, "samples in the exact-velocity Gaussian check", low=2, high=1_000_000)
+    gauss_euler: int = param(200, "Euler steps in the exact-velocity Gaussian check (>= 4: t = 1/4, 1/2, 1 are distinct steps)", low=4, high=100_000)
+    gauss_learned_samples: int = param(2048, "samples drawn from the learned Gaussian flow", low=2, high=1_000_000)
+    gauss_learned_rk4: int = param(
+        12, "RK4 steps when sampling the learned Gaussian flow (solver error kept small)",
+        low=1, high=100_000,
+    )
+    gauss_steps: int = param(800, "training steps of the learned Gaussian flow", low=0, high=10_000_000)
 
 
 PRESETS = {
@@ -120,8 +133,13 @@ PRESETS = {
     },
 }
 
+# Many small FNO products: one thread per process, the independent arms in parallel worker processes
+# (iclr26.core.threads applies this; iclr26.core.parallel runs the arms).
+WORKLOAD = "small"
+
 HI_RES_ARMS = ("frf", "ffm", "rf_iid")  # zero-shot 2x-resolution evaluation (costly: kept to the comparison)
 ARMS = ("frf", "frf_x1", "ffm", "rf_iid", "frf_reflow")
+SECOND_SEED_ARMS = ("frf", "ffm")
 LABELS = {
     "frf": "FRF (GP noise)",
     "frf_x1": "FRF x1-pred",
@@ -129,10 +147,65 @@ LABELS = {
     "rf_iid": "RF iid noise",
     "frf_reflow": "FRF + reflow",
 }
+TRAJ_STEPS = 50  # Euler steps of the trajectories drawn in the straightness figure
+
+Tensor = torch.Tensor
 
 
-def _gaussian_checks(cfg: Config, seed: int) -> dict[str, float]:
-    """Claims 1-2: exact velocity preserves N(t m, C_t) on every grid; a learned FRF approximates it."""
+# ---------------------------------------------------------------------- data
+@dataclass
+class _Data:
+    """Everything the arms are trained and evaluated on (sent once to every worker)."""
+
+    train: Tensor  # [n_train, grid]
+    test: Tensor  # [n_test, grid]
+    test_hi: Tensor  # [n_test, grid_hi]
+    clf: Any  # mode classifier (sklearn pipeline) on _features
+    kfeat: int
+    p_real: dict[int, float]  # classifier's triangle fraction on real functions, per grid size
+
+
+def _features(f: Tensor, k: int) -> np.ndarray:
+    """Mode-classifier features that compare across grids: |rfft| of the first k wavenumbers (norm='forward')
+    and 25 quantiles of the amplitude-normalised values (a sine's values pile up at the extremes, a triangle's
+    are spread evenly)."""
+    f = f.double()
+    mags = torch.fft.rfft(f, norm="forward").abs()[:, :k]
+    qs = torch.linspace(0.02, 0.98, 25, dtype=torch.float64)
+    quant = torch.quantile(f / f.abs().amax(1, keepdim=True).clamp_min(1e-12), qs, dim=1).T
+    return torch.cat([mags, quant], dim=1).numpy()
+
+
+def _data(cfg: Config, seed: int) -> tuple[_Data, dict[str, float]]:
+    """Training / test functions on both grids and the mode classifier (with its own metrics)."""
+    m, mh = cfg.grid, cfg.grid_hi
+    train, _ = bimodal_functions(cfg.n_train, m, seed=seed)
+    test, test_tri = bimodal_functions(cfg.n_test, m, seed=seed + 1)
+    test_hi, _ = bimodal_functions(cfg.n_test, mh, seed=seed + 2)
+    kfeat = m // 2 + 1
+    clf_train, clf_lab = bimodal_functions(cfg.n_train, m, seed=seed + 3)
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000))
+    clf.fit(_features(clf_train, kfeat), clf_lab.numpy())
+    metrics = {"mode_classifier_test_acc": float(clf.score(_features(test, kfeat), test_tri.numpy()))}
+    # the reference fraction is the classifier's own on real functions of the same grid (cancels its bias)
+    p_real = {n.shape[1]: float(clf.predict(_features(n, kfeat)).mean()) for n in (test, test_hi)}
+    metrics["p_triangle_real"], metrics["p_triangle_real_hi"] = p_real[m], p_real[mh]
+    return _Data(train, test, test_hi, clf, kfeat, p_real), metrics
+
+
+def _evaluate(x: Tensor, real: Tensor, data: _Data, cfg: Config) -> dict[str, float]:
+    """Metrics on the real grid; the spectrum is compared on the training band 1..grid/2."""
+    return {
+        "density": value_density_mse(x, real),
+        "spectrum": spectrum_mse(x, real, kmax=cfg.grid // 2),
+        "mmd": mmd_rbf(x, real[: cfg.n_eval]),
+        "mode_err": abs(float(data.clf.predict(_features(x, data.kfeat)).mean()) - data.p_real[x.shape[1]]),
+    }
+
+
+# ---------------------------------------------------------------------- claims 1-2: Gaussian pair
+def _gaussian_exact(cfg: Config, seed: int) -> dict[str, float]:
+    """Claim 1: the exact velocity preserves N(t m, C_t) on every grid (no training; float64)."""
     out: dict[str, float] = {}
     noise = MaternGP(cfg.noise_sigma, cfg.noise_length, nu=0.5)
     target = MaternGP(0.5, 0.2, nu=1.5)
@@ -175,7 +248,13 @@ def _gaussian_checks(cfg: Config, seed: int) -> dict[str, float]:
                     worst_ratio, cov_err - (1.2 * f_cov + 0.01), mean_err - (1.2 * f_mean + 0.01)
                 )
     out["gauss_exact_worst_excess"] = worst_ratio
-    # learned FRF on the Gaussian pair, first grid
+    return out
+
+
+def _gaussian_learned(cfg: Config, seed: int) -> dict[str, float]:
+    """Claim 2: an FRF (FNO) trained on samples of the Gaussian target approximates its covariance."""
+    noise = MaternGP(cfg.noise_sigma, cfg.noise_length, nu=0.5)
+    target = MaternGP(0.5, 0.2, nu=1.5)
     m = cfg.gauss_grids[0]
     x = uniform_grid(m, dtype=torch.float64)
     mean1 = torch.sin(2 * torch.pi * x)
@@ -194,23 +273,134 @@ def _gaussian_checks(cfg: Config, seed: int) -> dict[str, float]:
     z1 = frf.sample(cfg.gauss_learned_samples, steps=cfg.gauss_learned_rk4, method="rk4", seed=seed + 11)
     cov_err, mean_err = relative_cov_error(z1, c1, mean1)
     direct = mean1 + target.sample(cfg.gauss_learned_samples, x, g).double()
-    f_cov, f_mean = relative_cov_error(direct, c1, mean1)
-    out.update(gauss_learned_cov_err=cov_err, gauss_learned_mean_err=mean_err, gauss_learned_floor=f_cov)
+    f_cov, _ = relative_cov_error(direct, c1, mean1)
+    return {"gauss_learned_cov_err": cov_err, "gauss_learned_mean_err": mean_err, "gauss_learned_floor": f_cov}
+
+
+# ---------------------------------------------------------------------- method: the arms
+def _noises(cfg: Config) -> tuple[MaternGP, Any]:
+    return MaternGP(cfg.noise_sigma, cfg.noise_length, nu=0.5), make_noise("iid", sigma=cfg.noise_sigma)
+
+
+def _fit_arm(cfg: Config, arm: str, train: Tensor, seed: int, desc: str) -> FunctionalRectifiedFlow:
+    """Train one base arm from a fresh FNO initialised with ``torch.manual_seed(seed)``."""
+    gp, iid = _noises(cfg)
+    specs = {
+        "frf": (gp, dict(param="velocity")),
+        "frf_x1": (gp, dict(param="x1")),
+        "ffm": (gp, dict(sigma_min=cfg.sigma_min)),
+        "rf_iid": (iid, dict(param="velocity")),
+    }
+    noise, kw = specs[arm]
+    torch.manual_seed(seed)  # FNO init; the generators inside fit carry the rest
+    return FunctionalRectifiedFlow(
+        FNO1d(cfg.modes, cfg.width, cfg.layers), noise, seed=seed, **kw, **_common(cfg)
+    ).fit(train, desc=desc)
+
+
+def _common(cfg: Config) -> dict[str, Any]:
+    tw = LogitNormal(cfg.tw_mean, cfg.tw_std) if cfg.time_weighting == "logit_normal" else None
+    return dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, time_density=tw)
+
+
+def _sweep(
+    cfg: Config, frf: FunctionalRectifiedFlow, arm: str, data: _Data, seed: int
+) -> tuple[dict[str, float], dict[str, Tensor]]:
+    """NFE sweep, straightness and (HI_RES_ARMS) zero-shot metrics of one arm, with the samples figures use.
+
+    Every arm is sampled from the same noise seed (the iid arm draws from its own prior)."""
+    nfes = sorted(set(cfg.nfe))
+    many = max(nfes)
+    mt: dict[str, float] = {}
+    samples: dict[str, Tensor] = {}
+    for k in nfes:
+        x = frf.sample(cfg.n_eval, steps=k, seed=seed + 500)
+        for key, val in _evaluate(x, data.test, data, cfg).items():
+            mt[f"{arm}_nfe{k}_{key}"] = val
+        if k == many:
+            samples[arm] = x
+    mt[f"{arm}_straightness"] = straightness(
+        frf.model_, frf.noise_sample(cfg.n_eval // 2, seed=seed + 501), steps=min(many, 50)
+    )
+    if arm in HI_RES_ARMS:  # zero-shot at the higher resolution (noise drawn on that grid)
+        xh = frf.sample(cfg.n_eval, cfg.grid_hi, steps=many, seed=seed + 502)
+        samples[f"{arm}_hi"] = xh
+        for key, val in _evaluate(xh, data.test_hi, data, cfg).items():
+            mt[f"{arm}_hi_{key}"] = val
+        mt[f"{arm}_hi_spectrum_full"] = spectrum_mse(xh, data.test_hi)
+    return mt, samples
+
+
+@torch.no_grad()
+def _trajectory(frf: FunctionalRectifiedFlow, cfg: Config, seed: int) -> np.ndarray:
+    """Euler paths of 6 noise draws at the grid point M // 3, ``[TRAJ_STEPS + 1, 6]`` (straightness figure)."""
+    m = cfg.grid
+    z = frf.noise_sample(6, seed=seed + 700)
+    traj = [z[:, m // 3]]
+    for i in range(TRAJ_STEPS):
+        z = odeint(frf.model_, z, t0=i / TRAJ_STEPS, t1=(i + 1) / TRAJ_STEPS, steps=1)
+        traj.append(z[:, m // 3])
+    return torch.stack(traj).numpy()
+
+
+def _jobs(cfg: Config) -> list[str]:
+    """Independent units of work, longest first (the pool hands them out in this order)."""
+    jobs = ["frf+reflow", "ffm", "rf_iid", "frf_x1", "gauss"]
+    if cfg.second_seed:
+        jobs += [f"{a}-s2" for a in SECOND_SEED_ARMS]
+    return jobs
+
+
+def _run_job(job: str, shared: dict[str, Any]) -> dict[str, Any]:
+    """One unit of work (in a worker process or in-process): {"metrics", "samples", "traj"} by arm.
+
+    "frf+reflow" trains FRF, evaluates it, generates the reflow couplings from it and trains and evaluates
+    the reflow model (which depends on FRF, so they share a job); "gauss" is claim 2; "<arm>-s2" is the
+    second-seed run of an arm, evaluated at many steps only.
+    """
+    cfg: Config = shared["cfg"]
+    data: _Data = shared["data"]
+    seed: int = shared["seed"]
+    out: dict[str, Any] = {"metrics": {}, "samples": {}, "traj": {}}
+    t0, c0 = time.perf_counter(), time.process_time()
+    if job == "gauss":
+        out["metrics"]["gauss"] = _gaussian_learned(cfg, seed)
+    elif job.endswith("-s2"):
+        arm = job[: -len("-s2")]
+        frf = _fit_arm(cfg, arm, data.train, seed + 1000, desc=job)
+        many = max(cfg.nfe)
+        x = frf.sample(cfg.n_eval, steps=many, seed=seed + 500)
+        out["metrics"][job] = {
+            f"{arm}_s2_nfe{many}_{key}": val for key, val in _evaluate(x, data.test, data, cfg).items()
+        }
+    else:
+        arm = "frf" if job == "frf+reflow" else job
+        frf = _fit_arm(cfg, arm, data.train, seed, desc=arm)
+        out["metrics"][arm], out["samples"][arm] = _sweep(cfg, frf, arm, data, seed)
+        if job == "frf+reflow":
+            out["traj"]["frf"] = _trajectory(frf, cfg, seed)
+            # reflow: couplings from the FRF arm, then continue training its weights on them
+            x0_pairs, x1_pairs = frf.reflow_pairs(
+                cfg.reflow_n, steps=cfg.reflow_ode_steps, method="rk4", seed=seed + 99
+            )
+            gp, _ = _noises(cfg)
+            reflow = FunctionalRectifiedFlow(
+                frf.net_, gp, seed=seed + 5, **{**_common(cfg), "steps": cfg.reflow_steps}
+            ).fit(x1_pairs, x0=x0_pairs, desc="reflow")
+            name = "frf_reflow"
+            out["metrics"][name], out["samples"][name] = _sweep(cfg, reflow, name, data, seed)
+            out["traj"][name] = _trajectory(reflow, cfg, seed)
+    out["cpu_seconds"] = time.process_time() - c0
+    log.info("%s done (%.0f s wall, %.0f s CPU)", job, time.perf_counter() - t0, out["cpu_seconds"])
     return out
 
 
-def _features(f: Tensor, k: int) -> np.ndarray:
-    """Mode-classifier features that compare across grids: |rfft| of the first k wavenumbers (norm='forward')
-    and 25 quantiles of the amplitude-normalised values (a sine's values pile up at the extremes, a triangle's
-    are spread evenly)."""
-    f = f.double()
-    mags = torch.fft.rfft(f, norm="forward").abs()[:, :k]
-    qs = torch.linspace(0.02, 0.98, 25, dtype=torch.float64)
-    quant = torch.quantile(f / f.abs().amax(1, keepdim=True).clamp_min(1e-12), qs, dim=1).T
-    return torch.cat([mags, quant], dim=1).numpy()
-
-
-Tensor = torch.Tensor
+def _workers(cfg: Config) -> int:
+    """Worker processes for the arms: ICLR26_WORKERS if set, else the run's thread plan, except for tiny
+    presets, where starting a pool (a few CPU-seconds) would cost more than the arms themselves."""
+    if os.environ.get(ENV_WORKERS) or cfg.steps * cfg.batch_size >= 20_000:
+        return default_workers()
+    return 1
 
 
 def run(cfg: Config, ctx: RunContext) -> Result:
@@ -221,116 +411,57 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         raise UserError(f"nfe must be a non-empty list of positive step counts, got {cfg.nfe}")
     t_start = time.time()
     seed = ctx.seed
-    metrics: dict[str, float] = {}
-    gauss = _gaussian_checks(cfg, seed)
-    metrics.update(gauss)
-    log.info("gaussian checks done (%.0f s)", time.time() - t_start)
+    metrics: dict[str, float] = _gaussian_exact(cfg, seed)
+    data, data_metrics = _data(cfg, seed)
+    log.info("gaussian check and data done (%.0f s)", time.time() - t_start)
 
-    # --- data
-    m, mh = cfg.grid, cfg.grid_hi
-    train, _ = bimodal_functions(cfg.n_train, m, seed=seed)
-    test, test_tri = bimodal_functions(cfg.n_test, m, seed=seed + 1)
-    test_hi, _ = bimodal_functions(cfg.n_test, mh, seed=seed + 2)
-    kfeat = m // 2 + 1
-    clf_train, clf_lab = bimodal_functions(cfg.n_train, m, seed=seed + 3)
-    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000))
-    clf.fit(_features(clf_train, kfeat), clf_lab.numpy())
-    metrics["mode_classifier_test_acc"] = float(clf.score(_features(test, kfeat), test_tri.numpy()))
-    # the reference fraction is the classifier's own on real functions of the same grid (cancels its bias)
-    p_real = {n.shape[1]: float(clf.predict(_features(n, kfeat)).mean()) for n in (test, test_hi)}
-    metrics["p_triangle_real"], metrics["p_triangle_real_hi"] = p_real[m], p_real[mh]
-
-    def evaluate(x: Tensor, real: Tensor) -> dict[str, float]:
-        """Metrics on the real grid; the spectrum is compared on the training band 1..grid/2."""
-        return {
-            "density": value_density_mse(x, real),
-            "spectrum": spectrum_mse(x, real, kmax=m // 2),
-            "mmd": mmd_rbf(x, real[: cfg.n_eval]),
-            "mode_err": abs(float(clf.predict(_features(x, kfeat)).mean()) - p_real[x.shape[1]]),
-        }
-
-    # --- arms
-    gp = MaternGP(cfg.noise_sigma, cfg.noise_length, nu=0.5)
-    iid = make_noise("iid", sigma=cfg.noise_sigma)
-    tw = LogitNormal(cfg.tw_mean, cfg.tw_std) if cfg.time_weighting == "logit_normal" else None
-    common = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, time_density=tw)
-
-    def net() -> FNO1d:
-        return FNO1d(cfg.modes, cfg.width, cfg.layers)
-
-    specs = {
-        "frf": (gp, dict(param="velocity")),
-        "frf_x1": (gp, dict(param="x1")),
-        "ffm": (gp, dict(sigma_min=cfg.sigma_min)),
-        "rf_iid": (iid, dict(param="velocity")),
-    }
-    models: dict[str, FunctionalRectifiedFlow] = {}
-    seeds2: dict[str, FunctionalRectifiedFlow] = {}
-    for arm, (noise, kw) in specs.items():
-        torch.manual_seed(seed)  # FNO init; the generators inside fit carry the rest
-        models[arm] = FunctionalRectifiedFlow(net(), noise, seed=seed, **kw, **common).fit(train, desc=arm)
-        if cfg.second_seed and arm in ("frf", "ffm"):
-            torch.manual_seed(seed + 1000)
-            seeds2[arm] = FunctionalRectifiedFlow(net(), noise, seed=seed + 1000, **kw, **common).fit(
-                train, desc=f"{arm}-s2"
-            )
-    log.info("base arms trained (%.0f s)", time.time() - t_start)
-    # reflow: couplings from the FRF arm, then continue training its weights on them
-    x0_pairs, x1_pairs = models["frf"].reflow_pairs(
-        cfg.reflow_n, steps=cfg.reflow_ode_steps, method="rk4", seed=seed + 99
-    )
-    models["frf_reflow"] = FunctionalRectifiedFlow(
-        models["frf"].net_, gp, seed=seed + 5, **{**common, "steps": cfg.reflow_steps}
-    ).fit(x1_pairs, x0=x0_pairs, desc="reflow")
-
-    log.info("reflow trained (%.0f s)", time.time() - t_start)
-    # --- evaluation: the same noise seed for every arm (iid arm gets its own prior)
-    nfes = sorted(set(cfg.nfe))
-    many = max(nfes)
+    workers = _workers(cfg)
+    jobs = _jobs(cfg)
+    shared = {"cfg": cfg, "data": data, "seed": seed}
+    results = dict(zip(jobs, parallel_map(_run_job, jobs, workers=workers, common=shared), strict=True))
+    log.info("arms trained and evaluated on %d worker(s) (%.0f s)", workers, time.time() - t_start)
+    by_arm: dict[str, dict[str, float]] = {}
     samples: dict[str, Tensor] = {}
-    for arm, frf in models.items():
-        for k in nfes:
-            x = frf.sample(cfg.n_eval, steps=k, seed=seed + 500)
-            for key, val in evaluate(x, test).items():
-                metrics[f"{arm}_nfe{k}_{key}"] = val
-            if k == many:
-                samples[arm] = x
-        metrics[f"{arm}_straightness"] = straightness(
-            frf.model_, frf.noise_sample(cfg.n_eval // 2, seed=seed + 501), steps=min(many, 50)
-        )
-        if arm not in HI_RES_ARMS:
-            continue
-        # zero-shot at the higher resolution (noise drawn on that grid)
-        xh = frf.sample(cfg.n_eval, mh, steps=many, seed=seed + 502)
-        samples[f"{arm}_hi"] = xh
-        for key, val in evaluate(xh, test_hi).items():
-            metrics[f"{arm}_hi_{key}"] = val
-        metrics[f"{arm}_hi_spectrum_full"] = spectrum_mse(xh, test_hi)
-    for arm, frf in seeds2.items():
-        x = frf.sample(cfg.n_eval, steps=many, seed=seed + 500)
-        for key, val in evaluate(x, test).items():
-            metrics[f"{arm}_s2_nfe{many}_{key}"] = val
+    traj: dict[str, np.ndarray] = {}
+    for res in results.values():
+        by_arm.update(res["metrics"])
+        for s in res["samples"].values():
+            samples.update(s)
+        traj.update(res["traj"])
+    # metrics in a fixed order whatever the scheduling: Gaussian checks, classifier, arms, seeds, controls
+    metrics.update(by_arm["gauss"])
+    metrics.update(data_metrics)
+    for arm in ARMS:
+        metrics.update(by_arm[arm])
+    if cfg.second_seed:
+        for arm in SECOND_SEED_ARMS:
+            metrics.update(by_arm[f"{arm}-s2"])
     # controls: noise only (no training) and real-vs-real
+    gp, iid = _noises(cfg)
+    m, mh = cfg.grid, cfg.grid_hi
     for name, noise in (("noise_gp", gp), ("noise_iid", iid)):
-        for key, val in evaluate(
-            noise.sample(cfg.n_eval, uniform_grid(m), make_generator(seed + 600)), test
+        for key, val in _evaluate(
+            noise.sample(cfg.n_eval, uniform_grid(m), make_generator(seed + 600)), data.test, data, cfg
         ).items():
             metrics[f"{name}_{key}"] = val
     real2, _ = bimodal_functions(cfg.n_eval, m, seed=seed + 4)
-    for key, val in evaluate(real2, test).items():
+    for key, val in _evaluate(real2, data.test, data, cfg).items():
         metrics[f"real_{key}"] = val
     real2_hi, _ = bimodal_functions(cfg.n_eval, mh, seed=seed + 5)
-    for key, val in evaluate(real2_hi, test_hi).items():
+    for key, val in _evaluate(real2_hi, data.test_hi, data, cfg).items():
         metrics[f"real_hi_{key}"] = val
 
     log.info("evaluation done (%.0f s)", time.time() - t_start)
-    claims = _claims(cfg, metrics, many)
-    _figures(cfg, ctx, models, samples, metrics, test, test_hi, nfes, seed)
+    nfes = sorted(set(cfg.nfe))
+    claims = _claims(cfg, metrics, max(nfes))
+    _figures(cfg, ctx, samples, traj, metrics, data.test, data.test_hi, nfes)
     metrics["wall_seconds"] = time.time() - t_start
+    metrics["arms_cpu_seconds"] = float(sum(r["cpu_seconds"] for r in results.values()))
     notes = (
         f"Mode classifier test accuracy {metrics['mode_classifier_test_acc']:.3f}. Time weighting: "
         f"{cfg.time_weighting}. Reflow couplings: {cfg.reflow_n} pairs from FRF with {cfg.reflow_ode_steps} RK4 "
-        f"steps. The paper's comparisons with FDP, infinity-Diff, DDO and GANO at image / PDE scale are not tested."
+        f"steps. The paper's comparisons with FDP, infinity-Diff, DDO and GANO at image / PDE scale are not tested. "
+        f"Arms ran in {workers} single-threaded process(es) (results do not depend on the number)."
     )
     return Result(metrics=metrics, claims=claims, notes=notes)
 
@@ -436,7 +567,7 @@ def _claims(cfg: Config, mt: dict[str, float], many: int) -> list:
     return out
 
 
-def _figures(cfg, ctx, models, samples, mt, test, test_hi, nfes, seed) -> None:
+def _figures(cfg, ctx, samples, traj, mt, test, test_hi, nfes) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -444,7 +575,7 @@ def _figures(cfg, ctx, models, samples, mt, test, test_hi, nfes, seed) -> None:
 
     m, mh = cfg.grid, cfg.grid_hi
     x = uniform_grid(m).numpy()
-    arms = list(models)
+    arms = list(ARMS)
     fig, axes = plt.subplots(1, len(arms) + 1, figsize=(3.2 * (len(arms) + 1), 2.8), sharey=True)
     for i in range(8):
         axes[0].plot(x, test[i].numpy(), lw=0.8)
@@ -498,15 +629,8 @@ def _figures(cfg, ctx, models, samples, mt, test, test_hi, nfes, seed) -> None:
     axes[0].bar([LABELS[a] for a in arms], [mt[f"{a}_straightness"] for a in arms])
     axes[0].set_title("straightness S (lower = straighter)")
     axes[0].tick_params(axis="x", labelrotation=30, labelsize=7)
-    steps = 50
     for arm, color in (("frf", "C0"), ("frf_reflow", "C4")):
-        z = models[arm].noise_sample(6, seed=seed + 700)
-        traj = [z[:, m // 3]]
-        for i in range(steps):
-            z = odeint(models[arm].model_, z, t0=i / steps, t1=(i + 1) / steps, steps=1)
-            traj.append(z[:, m // 3])
-        tr = torch.stack(traj).detach().numpy()
-        axes[1].plot(np.linspace(0, 1, steps + 1), tr, color=color, lw=0.9)
+        axes[1].plot(np.linspace(0, 1, TRAJ_STEPS + 1), traj[arm], color=color, lw=0.9)
     axes[1].set_title(f"ODE trajectories at x={x[m // 3]:.2f} (blue FRF, purple reflow)")
     axes[1].set_xlabel("t")
     ctx.save_figure(

