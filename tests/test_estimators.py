@@ -108,6 +108,19 @@ def _functional_rf() -> Case:
     )
 
 
+def _functional_ddpm() -> Case:
+    from iclr26.flows.diffusion import FunctionalDDPM
+    from iclr26.flows.fno import FNO1d
+    from iclr26.flows.priors import MaternGP
+
+    x0 = torch.randn(16, 16, generator=_rng(6))
+    return Case(
+        make=lambda: FunctionalDDPM(FNO1d(modes=4, width=8, n_layers=1), MaternGP(1.0, 0.1), steps=2, batch_size=8),
+        fit=lambda e: e.fit(x0),
+        use=lambda e: e.sample(2, steps=2),
+    )
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "SAETrainer": _sae,
     "MaxEntIMP": _maxent_imp,
@@ -115,6 +128,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "GaussianDisentangler": _gaussian_disentangler,
     "FlowDisentangler": _flow_disentangler,
     "FunctionalRectifiedFlow": _functional_rf,
+    "FunctionalDDPM": _functional_ddpm,
 }
 
 

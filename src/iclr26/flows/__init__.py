@@ -13,6 +13,7 @@ from iclr26.flows.core import (
     reflow_pairs,
     sample,
 )
+from iclr26.flows.diffusion import FunctionalDDPM
 from iclr26.flows.fdfi import FDFI, FlowDisentangler, GaussianDisentangler
 from iclr26.flows.fno import FNO1d, SpectralConv1d
 from iclr26.flows.functional import (
@@ -51,6 +52,7 @@ __all__ = [
     "odeint",
     "reflow_pairs",
     "sample",
+    "FunctionalDDPM",
     "FDFI",
     "FlowDisentangler",
     "GaussianDisentangler",
