@@ -60,6 +60,9 @@ def _check_metric_values(metrics: dict[str, float], preset: dict) -> None:
         assert 0.0 < metrics[f"topk_w{w}_l0"] <= preset["k"] + 1e-6
         lo, mean, hi = (metrics[f"topk_w{w}_shared_{s}"] for s in ("min", "mean", "max"))
         assert lo <= mean <= hi
+    for w in preset.get("above_widths", []):
+        assert 0.0 < metrics[f"above_w{w}_l0"] <= preset["k"] + 1e-6
+        assert metrics[f"above_w{w}_shared_per_true"] >= 0.0
     assert metrics["topk_matched_l0"] <= metrics["topk_matched_k"] + 1e-6
     assert metrics["data_mean_l0"] == pytest.approx(preset["expected_l0"], rel=0.1)
     assert metrics["relu_lambda"] > 0.0
@@ -68,7 +71,7 @@ def _check_metric_values(metrics: dict[str, float], preset: dict) -> None:
 def test_smoke_wires_everything(tmp_path):
     res = _run(tmp_path)
     names = {c.name for c in res.claims}
-    assert {"C1", "ctrl_same_seed", "ctrl_untrained", "C2", "C3", "C4", "sanity_sparse_matching"} <= names
+    assert {"C1", "ctrl_same_seed", "ctrl_untrained", "C2_below", "C2_above", "C3", "C4", "sanity_sparse_matching"} <= names
     _check_metric_values(res.metrics, m.PRESETS["smoke"])
     by = {c.name: c for c in res.claims}
     # even at smoke size: same-seed reruns are bit-identical, data order is shared, sparse == exact

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from iclr26.core.errors import UserError
 from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify, sae_stats
-from iclr26.interp.topk_kernel import topk_autoencode
+from iclr26.interp.topk_kernel import topk_autoencode, topk_rows
 from iclr26.interp.train import SAETrainer
 
 
@@ -211,6 +211,17 @@ def test_sparsify_loader_against_sparsify(tmp_path):
 
 
 # ---------------------------------------------------------------- trainer
+@pytest.mark.parametrize("n", [9, 64, 256, 300])
+def test_topk_rows_selects_the_same_set_as_torch_topk(n):
+    x = torch.randn(200, n, generator=torch.Generator().manual_seed(n))
+    for k in (1, 8, n - 1):
+        v, i = topk_rows(x, k)
+        tv, ti = x.topk(k, dim=-1)
+        assert torch.equal(i.sort(-1).values, ti.sort(-1).values)
+        torch.testing.assert_close(v.sort(-1).values, tv.sort(-1).values, rtol=0, atol=0)
+        assert i.dtype == torch.int64 and v.dtype == x.dtype
+
+
 def test_sparse_backward_equals_dense_autograd():
     sae = _random_sae("topk", d=16, n=64, k=6, seed=2)
     x = torch.randn(40, 16, generator=torch.Generator().manual_seed(5))
@@ -276,6 +287,43 @@ def test_relu_l1_penalty_controls_sparsity():
         ).fit(D.X)
         l0.append(sae_stats(tr.sae_, D.X[:2000])["l0"])
     assert l0[1] < l0[0]
+
+
+def _relu_loss(tr: SAETrainer, sae: SparseDictionary, x: torch.Tensor) -> float:
+    total_var = (x - x.mean(0)).pow(2).sum()
+    return float(tr._loss(sae, x, total_var, x.shape[0], step=10**6, dead=None)[0])
+
+
+def test_relu_weighted_l1_is_invariant_to_rescaling_a_latent():
+    """λ·Σ_j f_j‖W_dec,j‖: scaling latent j's encoder by c and its decoder row by 1/c leaves the
+    reconstruction and the penalty unchanged, while the plain L1 Σ_j f_j changes by the factor c."""
+    D = _data(1024)
+    tr = SAETrainer(64, activation="relu", l1_coeff=0.3, decoder_norm="free")
+    sae = tr.init_sae(16)
+    x = D.X[:512]
+    scaled = tr.init_sae(16)
+    c = torch.ones(64)
+    c[::3] = 4.0
+    c[1::3] = 0.25
+    with torch.no_grad():
+        scaled.W_enc_T.mul_(c[:, None])
+        scaled.b_enc.mul_(c)
+        scaled.W_dec.div_(c[:, None])
+    torch.testing.assert_close(_relu_loss(tr, scaled, x), _relu_loss(tr, sae, x), rtol=1e-5, atol=0)
+    f_plain = (F.relu(x @ sae.W_enc + sae.b_enc).sum(), F.relu(x @ scaled.W_enc + scaled.b_enc).sum())
+    assert abs(float(f_plain[1] / f_plain[0]) - 1) > 0.2  # the rescale is not trivial
+
+
+def test_relu_decoder_rows_free_by_default_and_unit_on_request():
+    D = _data(8192)
+    kw = dict(activation="relu", l1_coeff=0.3, l1_warmup_steps=20, steps=120, batch_size=256, lr=5e-3)
+    free = SAETrainer(64, **kw).fit(D.X)
+    unit = SAETrainer(64, decoder_norm="unit", **kw).fit(D.X)
+    assert free.unit_decoder is False and unit.unit_decoder is True
+    assert float((free.sae_.W_dec.norm(dim=1) - 1).abs().max()) > 0.05  # the rows moved off the sphere
+    torch.testing.assert_close(unit.sae_.W_dec.norm(dim=1), torch.ones(64), atol=1e-5, rtol=0)
+    with pytest.raises(UserError, match="decoder_norm"):
+        SAETrainer(8, activation="relu", decoder_norm="l2").fit(torch.randn(64, 4))
 
 
 @functools.cache  # shared by the two AuxK tests; neither mutates the fitted trainer

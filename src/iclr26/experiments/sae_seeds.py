@@ -44,36 +44,97 @@ class Config:
     # synthetic data (part a)
     d: int = param(64, "activation dimension of the synthetic data", low=1, high=100_000)
     n_features: int = param(512, "number of true dictionary features", low=1, high=1_000_000)
-    expected_l0: float = param(8.0, "expected number of active true features per sample", low=0.0, high=1_000_000.0, low_open=True)
+    expected_l0: float = param(
+        8.0, "expected number of active true features per sample", low=0.0, high=1_000_000.0, low_open=True
+    )
+    zipf_exponent: float = param(
+        1.0,
+        "firing probability of true feature i ∝ (i + 20)^-zipf_exponent (the spec's 1.0; larger: heavier head)",
+        low=0.0,
+        high=10.0,
+    )
     n_samples: int = param(200_000, "training samples (>= batch_size)", low=16, high=100_000_000)
-    n_eval: int = param(20_000, "held-out samples for FVU, L0 and firing frequencies (>= 32: FVU needs a non-constant set)", low=32, high=10_000_000)
+    n_eval: int = param(
+        20_000,
+        "held-out samples for FVU, L0 and firing frequencies (>= 32: FVU needs a non-constant set)",
+        low=32,
+        high=10_000_000,
+    )
     # TopK SAEs
     widths: list[int] = param(
-        [256, 512, 1024], "TopK SAE widths (number of latents)", min_len=1, max_len=16, elem_low=1, elem_high=1_000_000
+        [64, 128, 256],
+        "TopK SAE widths on the main dictionary, all below n_features (the regime of LLM SAEs, whose models hold "
+        "more features than an SAE has latents)",
+        min_len=1,
+        max_len=16,
+        elem_low=1,
+        elem_high=1_000_000,
+    )
+    above_n_features: int = param(
+        128,
+        "true features of the second dictionary, on which SAEs are wider than the dictionary",
+        low=1,
+        high=1_000_000,
+    )
+    above_steps: int = param(
+        1000,
+        "training steps per TopK SAE on the second dictionary (its 128 features converge sooner: held-out FVU "
+        "0.1216 at 1000 steps against 0.1211 at 1500, width 1024)",
+        low=1,
+        high=100_000_000,
+    )
+    above_widths: list[int] = param(
+        [256, 512, 1024],
+        "TopK widths on the second dictionary, all above above_n_features (empty: not run)",
+        min_len=0,
+        max_len=16,
+        elem_low=1,
+        elem_high=1_000_000,
     )
     n_seeds: int = param(3, "init seeds per configuration (all pairs are matched; >= 2)", low=2, high=100)
     k: int = param(8, "TopK k (<= every width)", low=1, high=1_000_000)
     steps: int = param(1500, "training steps per TopK SAE", low=1, high=100_000_000)
     batch_size: int = param(
-        1024, "batch size (<= n_samples; >= 16: an all-zero batch of sparse data turns the update NaN)", low=16, high=10_000_000)
+        1024,
+        "batch size (<= n_samples; >= 16: an all-zero batch of sparse data turns the update NaN)",
+        low=16,
+        high=10_000_000,
+    )
     lr: float = param(2e-3, "Adam learning rate", low=0.0, high=1.0, low_open=True)
     # ReLU-L1 at matched L0
-    relu_width: int = param(512, "ReLU-L1 SAE width (one of widths; the TopK comparison uses the same width)", low=1, high=1_000_000)
+    relu_width: int = param(
+        256,
+        "ReLU-L1 SAE width (one of widths; C1 and the matched TopK comparison use the same width)",
+        low=1,
+        high=1_000_000,
+    )
     relu_steps: int = param(3000, "training steps per ReLU-L1 SAE", low=1, high=100_000_000)
     relu_warmup: int = param(300, "linear warm-up steps of the L1 penalty", low=0, high=100_000_000)
-    relu_target_l0: float = param(12.0, "target L0 of the λ bisection", low=0.0, high=1_000_000.0, low_open=True)
-    bisect_iters: int = param(3, "bisection iterations for λ (geometric, each a short training run)", low=0, high=100)
+    relu_target_l0: float = param(
+        12.0, "target L0 of the λ bisection", low=0.0, high=1_000_000.0, low_open=True
+    )
+    bisect_iters: int = param(
+        3, "bisection iterations for λ (geometric, each a short training run)", low=0, high=100
+    )
     bisect_steps: int = param(600, "steps per bisection run", low=1, high=100_000_000)
     bisect_lo: float = param(0.01, "lower end of the λ search interval", low=0.0, high=1e6, low_open=True)
-    bisect_hi: float = param(1.0, "upper end of the λ search interval (> bisect_lo)", low=0.0, high=1e6, low_open=True)
+    bisect_hi: float = param(
+        1.0, "upper end of the λ search interval (> bisect_lo)", low=0.0, high=1e6, low_open=True
+    )
     gate_c4: bool = param(False, "gate claim C4 (ReLU more stable); only meaningful with converged ReLU SAEs")
     # matching
-    threshold: float = param(0.7, "cosine threshold for a shared latent (both encoder and decoder)", low=0.0, high=1.0)
-    sparse_k: int = param(32, "candidates per row for the sparse matcher (check sanity_sparse_matching)", low=1, high=1_000_000)
+    threshold: float = param(
+        0.7, "cosine threshold for a shared latent (both encoder and decoder)", low=0.0, high=1.0
+    )
+    sparse_k: int = param(
+        32, "candidates per row for the sparse matcher (check sanity_sparse_matching)", low=1, high=1_000_000
+    )
     # real-model variant (part b)
     lm_variant: bool = param(True, "also run part (b): MiniLM layer-3 MLP output over Austen's novels")
     lm_site: str = param("layers.3.mlp.out", "MiniLM capture site", min_len=1)
-    lm_words: int = param(12_000, "words of Austen text to capture (≈1.2 tokens per word)", low=1, high=100_000_000)
+    lm_words: int = param(
+        12_000, "words of Austen text to capture (≈1.2 tokens per word)", low=1, high=100_000_000
+    )
     lm_widths: list[int] = param(
         [384, 768, 1536], "TopK widths for part (b)", min_len=1, max_len=16, elem_low=1, elem_high=1_000_000
     )
@@ -89,8 +150,21 @@ class Config:
         """Cross-field constraints: k fits every width, relu_width is a TopK width, a valid λ interval."""
         if self.relu_width not in self.widths:
             raise UserError(f"relu_width={self.relu_width} must be one of widths={self.widths}")
-        if self.k > min(self.widths):
-            raise UserError(f"k={self.k} exceeds the smallest width {min(self.widths)}")
+        if self.k > min(self.widths + self.above_widths):
+            raise UserError(f"k={self.k} exceeds the smallest width {min(self.widths + self.above_widths)}")
+        if max(self.widths) >= self.n_features:
+            raise UserError(
+                f"widths={self.widths} must all be below n_features={self.n_features} (the below-dictionary regime; "
+                "wider SAEs go in above_widths)"
+            )
+        if self.above_widths and min(self.above_widths) <= self.above_n_features:
+            raise UserError(
+                f"above_widths={self.above_widths} must all exceed above_n_features={self.above_n_features}"
+            )
+        if self.above_widths and self.expected_l0 > 0.5 * self.above_n_features:
+            raise UserError(
+                f"expected_l0={self.expected_l0} exceeds above_n_features / 2 = {self.above_n_features / 2}"
+            )
         if self.batch_size > self.n_samples:
             raise UserError(f"batch_size={self.batch_size} exceeds n_samples={self.n_samples}")
         if self.expected_l0 > 0.5 * self.n_features:  # every true feature fires with probability <= 1/2
@@ -108,12 +182,15 @@ PRESETS = {
         "expected_l0": 3.0,
         "n_samples": 4096,
         "n_eval": 1024,
-        "widths": [32, 64, 128],
+        "widths": [16, 32, 48],
+        "above_n_features": 16,
+        "above_widths": [32, 64],
         "n_seeds": 2,
         "k": 3,
         "steps": 40,
+        "above_steps": 40,
         "batch_size": 256,
-        "relu_width": 64,
+        "relu_width": 32,
         "relu_steps": 40,
         "relu_warmup": 10,
         "relu_target_l0": 5.0,
@@ -127,16 +204,19 @@ PRESETS = {
     "paper": {
         "lm_variant": True,
         "d": 256,
-        "n_features": 8192,
+        "n_features": 32768,
         "expected_l0": 32.0,
         "n_samples": 2_000_000,
-        "widths": [4096, 8192, 16384, 32768],
+        "widths": [4096, 8192, 16384],
+        "above_n_features": 2048,
+        "above_widths": [4096, 8192, 16384],
         "k": 32,
         "steps": 20_000,
         "batch_size": 4096,
         "lr": 5e-4,
         "relu_width": 8192,
         "relu_steps": 40_000,
+        "above_steps": 20_000,
         "relu_warmup": 2000,
         "relu_target_l0": 48.0,
         "bisect_iters": 6,
@@ -167,9 +247,16 @@ class _Synthetic:
     mean_l0: float
 
 
-def _synthetic_data(cfg: Config, data_seed: int) -> _Synthetic:
+def _synthetic_data(
+    cfg: Config, data_seed: int, n_features: int | None = None, offset: int = 12345
+) -> _Synthetic:
     D = sparse_dictionary_activations(
-        cfg.n_samples + cfg.n_eval, cfg.d, cfg.n_features, cfg.expected_l0, seed=data_seed + 12345
+        cfg.n_samples + cfg.n_eval,
+        cfg.d,
+        n_features or cfg.n_features,
+        cfg.expected_l0,
+        zipf_exponent=cfg.zipf_exponent,
+        seed=data_seed + offset,
     )
     return _Synthetic(D.X[: cfg.n_samples], D.X[cfg.n_samples :], D.features, D.mean_l0)
 
@@ -265,7 +352,9 @@ def _run_job(job: dict[str, Any], data: dict[str, torch.Tensor]) -> Any:
         out = SAETrainer(**job["kw"]).fit(data[job["data"]])
         desc = job["kw"]["desc"]
     elif job["kind"] == "bisect":
-        out = _bisect_lambda(job["cfg"], data["syn"], data["syn_eval"], job["seed"], job["data_seed"], job["device"])
+        out = _bisect_lambda(
+            job["cfg"], data["syn"], data["syn_eval"], job["seed"], job["data_seed"], job["device"]
+        )
         desc = "λ bisection"
     elif job["kind"] == "capture":
         out = _load_lm_activations(job["cfg"])
@@ -334,52 +423,59 @@ def _mannwhitney_p(shared_freq: np.ndarray, unshared_freq: np.ndarray) -> float:
     return float(mannwhitneyu(shared_freq, unshared_freq, alternative="greater").pvalue)
 
 
-def _topk_metrics(cfg: Config, fits, topk, seeds, feats) -> tuple[dict[str, float], dict[int, list[float]], list]:
-    """Per-width shared fractions, firing frequencies and ground-truth recovery of the TopK family."""
+def _topk_metrics(
+    widths, fits, topk, seeds, feats, prefix: str = "topk"
+) -> tuple[dict[str, float], dict[int, list[float]], list]:
+    """Per-width shared fractions, firing frequencies and ground-truth recovery of one TopK family
+    (metrics named ``{prefix}_w{width}_...``)."""
     metrics: dict[str, float] = {}
     shared_by_w: dict[int, list[float]] = {}
     p_values = []
-    for w in cfg.widths:
+    n_true = feats.shape[0]
+    for w in widths:
         pairs = topk[w]["pairs"]
         sh = [p["cmp"].shared_fraction for p in pairs]
         shared_by_w[w] = sh
-        metrics[f"topk_w{w}_shared_mean"] = float(np.mean(sh))
-        metrics[f"topk_w{w}_shared_min"] = float(np.min(sh))
-        metrics[f"topk_w{w}_shared_max"] = float(np.max(sh))
-        metrics[f"topk_w{w}_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in pairs]))
-        metrics[f"topk_w{w}_enc_cos_mean"] = float(np.mean([p["cmp"].mean_enc_cosine for p in pairs]))
-        metrics[f"topk_w{w}_dec_cos_mean"] = float(np.mean([p["cmp"].mean_dec_cosine for p in pairs]))
+        # shared latents per true feature: 1.0 when each true feature yields exactly one shared latent; above
+        # the dictionary size the fraction is capped near n_true / w, and this count says how far below the cap
+        metrics[f"{prefix}_w{w}_shared_per_true"] = float(np.mean(sh)) * w / n_true
+        metrics[f"{prefix}_w{w}_shared_mean"] = float(np.mean(sh))
+        metrics[f"{prefix}_w{w}_shared_min"] = float(np.min(sh))
+        metrics[f"{prefix}_w{w}_shared_max"] = float(np.max(sh))
+        metrics[f"{prefix}_w{w}_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in pairs]))
+        metrics[f"{prefix}_w{w}_enc_cos_mean"] = float(np.mean([p["cmp"].mean_enc_cosine for p in pairs]))
+        metrics[f"{prefix}_w{w}_dec_cos_mean"] = float(np.mean([p["cmp"].mean_dec_cosine for p in pairs]))
         st = topk[w]["stats"]
-        metrics[f"topk_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
-        metrics[f"topk_w{w}_l0"] = float(np.mean([st[s]["l0"] for s in seeds]))
-        metrics[f"topk_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
+        metrics[f"{prefix}_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
+        metrics[f"{prefix}_w{w}_l0"] = float(np.mean([st[s]["l0"] for s in seeds]))
+        metrics[f"{prefix}_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
         # live-only shared fraction (dead latents cannot be shared in any useful sense)
         live_sh = [
             float(p["cmp"].shared[p["freq"] > 0].mean()) if (p["freq"] > 0).any() else float("nan")
             for p in pairs
         ]
-        metrics[f"topk_w{w}_shared_live_mean"] = float(np.nanmean(live_sh))
+        metrics[f"{prefix}_w{w}_shared_live_mean"] = float(np.nanmean(live_sh))
         # firing frequency of shared vs unshared latents (C3): only disjoint seed pairs (seeds 0-1, 2-3, ...,
         # so no SAE's latents enter twice) and only latents that fire (a dead latent is unshared trivially)
         disjoint = {(seeds[i], seeds[i + 1]) for i in range(0, len(seeds) - 1, 2)}
         c3_pairs = [p for p in pairs if (p["a"], p["b"]) in disjoint]
         fs = np.concatenate([p["freq"][p["cmp"].shared & (p["freq"] > 0)] for p in c3_pairs])
         fu = np.concatenate([p["freq"][~p["cmp"].shared & (p["freq"] > 0)] for p in c3_pairs])
-        metrics[f"topk_w{w}_c3_pairs"] = float(len(c3_pairs))
+        metrics[f"{prefix}_w{w}_c3_pairs"] = float(len(c3_pairs))
         p_values.append(_mannwhitney_p(fs, fu))
-        metrics[f"topk_w{w}_freq_ratio_median"] = (
+        metrics[f"{prefix}_w{w}_freq_ratio_median"] = (
             float(np.median(fs) / max(np.median(fu), 1e-12)) if len(fs) and len(fu) else float("nan")
         )
-        metrics[f"topk_w{w}_mannwhitney_p"] = p_values[-1]
+        metrics[f"{prefix}_w{w}_mannwhitney_p"] = p_values[-1]
         rs = np.concatenate([p["recovery"][p["cmp"].shared] for p in pairs])
         ru = np.concatenate([p["recovery"][~p["cmp"].shared] for p in pairs])
-        metrics[f"topk_w{w}_shared_match_true"] = float((rs > 0.9).mean()) if len(rs) else float("nan")
-        metrics[f"topk_w{w}_unshared_match_true"] = float((ru > 0.9).mean()) if len(ru) else float("nan")
+        metrics[f"{prefix}_w{w}_shared_match_true"] = float((rs > 0.9).mean()) if len(rs) else float("nan")
+        metrics[f"{prefix}_w{w}_unshared_match_true"] = float((ru > 0.9).mean()) if len(ru) else float("nan")
         rec_true = [
             float((max_cosine(feats, fits[(w, s)].sae_.decoder_directions()) > 0.9).float().mean())
             for s in seeds
         ]
-        metrics[f"topk_w{w}_true_features_recovered"] = float(np.mean(rec_true))
+        metrics[f"{prefix}_w{w}_true_features_recovered"] = float(np.mean(rec_true))
     return metrics, shared_by_w, p_values
 
 
@@ -402,9 +498,9 @@ def _control_metrics(cfg: Config, fits, rerun, seeds) -> dict[str, float]:
     return metrics
 
 
-def _c5_metrics(cfg: Config, fits, topk) -> dict[str, float]:
-    """sanity_sparse_matching: sparse candidate matching against the exact Hungarian at the largest width."""
-    w_big = max(cfg.widths)
+def _c5_metrics(cfg: Config, fits, topk, w_big: int) -> dict[str, float]:
+    """sanity_sparse_matching: sparse candidate matching against the exact Hungarian at width ``w_big`` of
+    the family ``fits`` / ``topk`` (the widest one)."""
     diffs, agree = [], []
     t_sparse = 0.0
     for p in topk[w_big]["pairs"]:
@@ -439,7 +535,9 @@ def _lm_metrics(cfg: Config, lm_res, seeds) -> tuple[dict[str, float], dict[int,
     for w in cfg.lm_widths:
         lm_shared[w] = [p["cmp"].shared_fraction for p in lm_res[w]["pairs"]]
         metrics[f"lm_w{w}_shared_mean"] = float(np.mean(lm_shared[w]))
-        metrics[f"lm_w{w}_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in lm_res[w]["pairs"]]))
+        metrics[f"lm_w{w}_lenient_mean"] = float(
+            np.mean([p["cmp"].lenient_agreement for p in lm_res[w]["pairs"]])
+        )
         st = lm_res[w]["stats"]
         metrics[f"lm_w{w}_fvu"] = float(np.mean([st[s]["fvu"] for s in seeds]))
         metrics[f"lm_w{w}_dead_frac"] = float(np.mean([st[s]["dead_frac"] for s in seeds]))
@@ -463,43 +561,68 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     workers = _workers(cfg, dev)
     notes: list[str] = []
 
-    # ---- data (a): synthetic activations from a known dictionary
+    # ---- data (a): synthetic activations from two known dictionaries: the main one (n_features, wider than
+    # every SAE of `widths`) and a small one (above_n_features, narrower than every SAE of `above_widths`)
     syn = _synthetic_data(cfg, data_seed)
     data = {"syn": syn.X, "syn_eval": syn.X_eval}
     metrics: dict[str, float] = {"data_mean_l0": syn.mean_l0}
+    above = None
+    if cfg.above_widths:
+        above = _synthetic_data(cfg, data_seed, cfg.above_n_features, offset=54321)
+        data["above"] = above.X
+        metrics["above_data_mean_l0"] = above.mean_l0
     common = dict(batch_size=cfg.batch_size, lr=cfg.lr, data_seed=data_seed, device=dev)
 
-    # ---- method, round 1 (all independent): TopK family, same-seed rerun, λ bisection, MiniLM capture
+    # ---- method. Round 1: the λ bisection and most TopK SAEs; round 2: ReLU-L1 seeds at the bisected λ;
+    # round 3: TopK at the ReLU SAEs' achieved L0. Independent TopK jobs fill rounds 2 and 3 so that both
+    # workers stay busy (results do not depend on where or when a job runs).
     topk_jobs = _family(cfg.widths, seeds, "syn", k=cfg.k, steps=cfg.steps, **common)
+    above_jobs = _family(
+        cfg.above_widths, seeds, "above", k=cfg.k, steps=cfg.above_steps, tag="above-", **common
+    )
     rerun_job = _family([cfg.relu_width], seeds[:1], "syn", k=cfg.k, steps=cfg.steps, **common)
-    rerun_job = {"rerun": {**next(iter(rerun_job.values()))}}
-    rerun_job["rerun"]["kw"] = {**rerun_job["rerun"]["kw"], "desc": "rerun"}
+    rerun = {**next(iter(rerun_job.values()))}
+    rerun["kw"] = {**rerun["kw"], "desc": "rerun"}
+    pool: dict[Any, dict[str, Any]] = {("topk", *key): job for key, job in reversed(list(topk_jobs.items()))}
+    pool |= {("above", *key): job for key, job in reversed(list(above_jobs.items()))}  # widest first
+    fill2 = {"rerun": rerun} | {
+        n: pool.pop(n)
+        for n in list(pool)
+        if n[0] == "topk" and n[1] == min(cfg.widths) and len(cfg.widths) > 1
+    }
+    fill3 = {
+        n: pool.pop(n)
+        for n in list(pool)
+        if n[0] == "above" and n[1] == min(cfg.above_widths) and len(cfg.above_widths) > 1
+    }
     round1: dict[Any, dict[str, Any]] = {
         "bisect": {"kind": "bisect", "cfg": cfg, "seed": seeds[0], "data_seed": data_seed, "device": dev}
     }
     if cfg.lm_variant:
         round1["capture"] = {"kind": "capture", "cfg": cfg}
-    # The narrowest TopK width and the same-seed rerun wait for round 2, where they fill the worker that the
-    # three ReLU jobs leave idle (three equal jobs on two workers); results do not depend on where a job runs.
-    w_small = min(cfg.widths)
-    late = {("topk", *key): job for key, job in topk_jobs.items() if key[0] == w_small and len(cfg.widths) > 1}
-    round1 |= {("topk", *key): job for key, job in reversed(list(topk_jobs.items()))
-               if ("topk", *key) not in late}  # widest first
+    round1 |= pool
     timing: dict[Any, tuple] = {}
-    out1 = _run_jobs(round1, data, workers, timing)
-    lam = out1["bisect"]
+    t_round = time.perf_counter()
+    out = _run_jobs(round1, data, workers, timing)
+    metrics["round1_seconds"] = time.perf_counter() - t_round
+    lam = out["bisect"]
 
-    # ---- method, round 2: ReLU-L1 seeds at the bisected λ, and the TopK family on MiniLM activations
     relu_jobs = _family(
-        [cfg.relu_width], seeds, "syn", k=cfg.k, steps=cfg.relu_steps, activation="relu", l1=lam,
-        warmup=cfg.relu_warmup, **common,
+        [cfg.relu_width],
+        seeds,
+        "syn",
+        k=cfg.k,
+        steps=cfg.relu_steps,
+        activation="relu",
+        l1=lam,
+        warmup=cfg.relu_warmup,
+        **common,
     )
-    round2: dict[Any, dict[str, Any]] = {("relu", *key): job for key, job in relu_jobs.items()}
-    round2 |= rerun_job | late
+    round2: dict[Any, dict[str, Any]] = {("relu", *key): job for key, job in relu_jobs.items()} | fill2
     lm_jobs: dict[tuple, dict[str, Any]] = {}
     XL = None
     if cfg.lm_variant:
-        XL, msg, *missing = out1["capture"]
+        XL, msg, *missing = out["capture"]
         notes.append(msg)
         if XL is None and missing:
             ctx.note_missing_asset(*missing[0], skipped="part (b): SAEs on MiniLM activations over Austen")
@@ -511,38 +634,74 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             else:
                 data["lm"] = XL_train
                 lm_jobs = _family(
-                    cfg.lm_widths, seeds, "lm", k=cfg.lm_k, steps=cfg.lm_steps, batch_size=cfg.lm_batch_size,
-                    lr=cfg.lm_lr, data_seed=data_seed, device=dev, tag="lm-",
+                    cfg.lm_widths,
+                    seeds,
+                    "lm",
+                    k=cfg.lm_k,
+                    steps=cfg.lm_steps,
+                    batch_size=cfg.lm_batch_size,
+                    lr=cfg.lm_lr,
+                    data_seed=data_seed,
+                    device=dev,
+                    tag="lm-",
                 )
                 round2 |= {("lm", *key): job for key, job in reversed(list(lm_jobs.items()))}
     else:
         notes.append("part (b) not run (lm_variant=False)")
-    out2 = _run_jobs(round2, data, workers, timing)
-    relu = {key: out2[("relu", *key)] for key in relu_jobs}
-    out1 |= {name: out2[name] for name in (*late, "rerun")}
-    fits = {key: out1[("topk", *key)] for key in topk_jobs}
-
-    # ---- evaluation of the TopK family and the controls (while nothing else needs the CPUs)
-    hashes = {f.batch_hash_ for f in fits.values()}
-    metrics["batch_order_identical"] = float(len(hashes) == 1)
-    topk = _pair_stats(fits, cfg.widths, seeds, syn.X_eval, cfg.threshold, syn.features)
-    topk_mt, shared_by_w, p_values = _topk_metrics(cfg, fits, topk, seeds, syn.features)
-    metrics |= topk_mt
-    metrics |= _control_metrics(cfg, fits, out1["rerun"], seeds)
-    metrics |= _c5_metrics(cfg, fits, topk)
-    metrics["relu_lambda"] = lam
-    relu_res = _pair_stats(relu, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[cfg.relu_width]
+    t_round = time.perf_counter()
+    out |= _run_jobs(round2, data, workers, timing)
+    metrics["round2_seconds"] = time.perf_counter() - t_round
+    relu = {key: out[("relu", *key)] for key in relu_jobs}
+    relu_res = _pair_stats(relu, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[
+        cfg.relu_width
+    ]
     relu_l0 = float(np.mean([relu_res["stats"][s]["l0"] for s in seeds]))
+
+    k_m = max(1, min(cfg.relu_width, int(round(relu_l0))))
+    matched_jobs = _family([cfg.relu_width], seeds, "syn", k=k_m, steps=cfg.steps, tag="matched-", **common)
+    round3 = {("matched", *key): job for key, job in matched_jobs.items()} | fill3
+    t_round = time.perf_counter()
+    out |= _run_jobs(round3, data, workers, timing)
+    metrics["round3_seconds"] = time.perf_counter() - t_round
+    fits = {key: out[("topk", *key)] for key in topk_jobs}
+    fits_above = {key: out[("above", *key)] for key in above_jobs}
+    matched = {key: out[("matched", *key)] for key in matched_jobs}
+
+    # ---- evaluation of the TopK families and the controls
+    # one batch order within each family (the two families differ in length, so in their hashes)
+    hashes = {f.batch_hash_ for f in fits.values()}
+    hashes_above = {f.batch_hash_ for f in fits_above.values()}
+    metrics["batch_order_identical"] = float(len(hashes) == 1 and len(hashes_above) <= 1)
+    topk = _pair_stats(fits, cfg.widths, seeds, syn.X_eval, cfg.threshold, syn.features)
+    topk_mt, shared_by_w, p_values = _topk_metrics(cfg.widths, fits, topk, seeds, syn.features)
+    metrics |= topk_mt
+    shared_above: dict[int, list[float]] = {}
+    topk_above: dict = {}
+    if above is not None:
+        topk_above = _pair_stats(
+            fits_above, cfg.above_widths, seeds, above.X_eval, cfg.threshold, above.features
+        )
+        above_mt, shared_above, p_above = _topk_metrics(
+            cfg.above_widths, fits_above, topk_above, seeds, above.features, prefix="above"
+        )
+        metrics |= above_mt
+        p_values = [*p_values, *p_above]
+    metrics |= _control_metrics(cfg, fits, out["rerun"], seeds)
+    if above is not None and max(cfg.above_widths) > max(cfg.widths):
+        metrics |= _c5_metrics(cfg, fits_above, topk_above, max(cfg.above_widths))
+    else:
+        metrics |= _c5_metrics(cfg, fits, topk, max(cfg.widths))
+    metrics["relu_lambda"] = lam
     metrics |= _family_metrics("relu", relu_res, seeds)
     relu_sh = [p["cmp"].shared_fraction for p in relu_res["pairs"]]
     metrics["relu_shared_mean"] = float(np.mean(relu_sh))
     metrics["relu_lenient_mean"] = float(np.mean([p["cmp"].lenient_agreement for p in relu_res["pairs"]]))
-
-    # ---- method, round 3: TopK at the ReLU SAEs' L0
-    k_m = max(1, min(cfg.relu_width, int(round(relu_l0))))
-    matched_jobs = _family([cfg.relu_width], seeds, "syn", k=k_m, steps=cfg.steps, tag="matched-", **common)
-    out3 = _run_jobs(matched_jobs, {"syn": syn.X}, workers, timing)
-    m_res = _pair_stats(out3, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[cfg.relu_width]
+    metrics["relu_decoder_norm_spread"] = float(
+        np.mean([relu[(cfg.relu_width, s)].sae_.W_dec.detach().norm(dim=1).std().item() for s in seeds])
+    )
+    m_res = _pair_stats(matched, [cfg.relu_width], seeds, syn.X_eval, cfg.threshold, syn.features)[
+        cfg.relu_width
+    ]
     m_sh = [p["cmp"].shared_fraction for p in m_res["pairs"]]
     metrics["topk_matched_k"] = float(k_m)
     metrics["topk_matched_shared_mean"] = float(np.mean(m_sh))
@@ -554,17 +713,26 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     lm_shared: dict[int, list[float]] = {}
     lm_ran = bool(lm_jobs)
     if lm_ran:
-        lm_fits = {key: out2[("lm", *key)] for key in lm_jobs}
+        lm_fits = {key: out[("lm", *key)] for key in lm_jobs}
         lm_res = _pair_stats(lm_fits, cfg.lm_widths, seeds, XL_eval, cfg.threshold)
         metrics["lm_tokens"] = float(XL.shape[0])
         lm_mt, lm_shared = _lm_metrics(cfg, lm_res, seeds)
         metrics |= lm_mt
     if cfg.lm_variant:  # part (b) work summed over its jobs (capture and fits ran beside part (a))
-        metrics["lm_seconds"] = float(sum(t[0] for key, t in timing.items() if key == "capture" or (isinstance(key, tuple) and key[0] == "lm")))
+        metrics["lm_seconds"] = float(
+            sum(
+                t[0]
+                for key, t in timing.items()
+                if key == "capture" or (isinstance(key, tuple) and key[0] == "lm")
+            )
+        )
     metrics["lm_skipped"] = float(not lm_ran)
 
-    claims = _claims(cfg, metrics, shared_by_w, p_values, lm_shared, relu_l0, k_m)
-    _figures(ctx, cfg, metrics, shared_by_w, lm_shared, topk, relu_res, fits, relu_l0, k_m)
+    claims = _claims(cfg, metrics, shared_by_w, shared_above, p_values, lm_shared, relu_l0, k_m)
+    fam = _Evaluated(
+        shared_by_w, shared_above, lm_shared, topk, topk_above, relu_res, fits, fits_above, relu_l0, k_m
+    )
+    _figures(ctx, cfg, metrics, fam)
     ctx.write_json(
         "per_pair.json",
         {
@@ -572,21 +740,39 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                 str(w): [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in topk[w]["pairs"]]
                 for w in cfg.widths
             },
+            "above": {
+                str(w): [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in topk_above[w]["pairs"]]
+                for w in cfg.above_widths
+            },
             "relu": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in relu_res["pairs"]],
             "topk_matched": [{"seeds": [p["a"], p["b"]], **p["cmp"].metrics()} for p in m_res["pairs"]],
             "batch_hash": sorted(hashes),
+            "batch_hash_above": sorted(hashes_above),
+        },
+    )
+    ctx.write_json(
+        "timing.json",
+        {
+            "jobs": {
+                "/".join(map(str, k)) if isinstance(k, tuple) else str(k): {"wall_s": w, "cpu_s": c}
+                for k, (w, c) in timing.items()
+            }
         },
     )
     metrics["total_seconds"] = time.perf_counter() - t_start
     metrics["jobs_cpu_seconds"] = float(sum(t[1] for t in timing.values()))
-    notes.append(f"SAEs trained in {workers} single-threaded process(es) (results do not depend on the number)")
+    notes.append(
+        f"SAEs trained in {workers} single-threaded process(es) (results do not depend on the number)"
+    )
     return Result(metrics=metrics, claims=claims, notes="; ".join(notes))
 
 
 # ---------------------------------------------------------------------- claims
-def _claims(cfg: Config, metrics, shared_by_w, p_values, lm_shared, relu_l0: float, k_m: int) -> list:
+def _claims(
+    cfg: Config, metrics, shared_by_w, shared_above, p_values, lm_shared, relu_l0: float, k_m: int
+) -> list:
     w_mid = cfg.relu_width
-    w_big = max(cfg.widths)
+    w_big = max(cfg.widths + cfg.above_widths)
     claims = [
         claim(
             "C1",
@@ -611,18 +797,37 @@ def _claims(cfg: Config, metrics, shared_by_w, p_values, lm_shared, relu_l0: flo
             0.05,
         ),
         claim(
-            "C2",
-            f"TopK shared fraction strictly decreases over widths {cfg.widths}, beyond the seed-pair spread",
+            "C2_below",
+            f"TopK shared fraction strictly decreases over widths {cfg.widths}, all below the {cfg.n_features} "
+            "true features, beyond the seed-pair spread",
             _c2_gap(shared_by_w, cfg.widths),
             ">",
             0.0,
             detail="value = min over consecutive widths of (min pair at w) − (max pair at next w); means "
             + " > ".join(f"{np.mean(shared_by_w[w]):.3f}" for w in cfg.widths),
         ),
+    ]
+    if shared_above:
+        claims.append(
+            claim(
+                "C2_above",
+                f"TopK shared fraction strictly decreases over widths {cfg.above_widths}, all above the "
+                f"{cfg.above_n_features} true features of a second dictionary, beyond the seed-pair spread",
+                _c2_gap(shared_above, cfg.above_widths),
+                ">",
+                0.0,
+                detail="means "
+                + " > ".join(f"{np.mean(shared_above[w]):.3f}" for w in cfg.above_widths)
+                + "; shared latents per true feature "
+                + " / ".join(f"{metrics[f'above_w{w}_shared_per_true']:.2f}" for w in cfg.above_widths)
+                + " (1.0 would be the capacity bound n_true / width)",
+            )
+        )
+    claims += [
         claim(
             "C3",
-            "shared latents fire more often than unshared live ones at every width (one-sided Mann–Whitney on "
-            "disjoint seed pairs, max p)",
+            "shared latents fire more often than unshared live ones at every width of both dictionaries "
+            "(one-sided Mann–Whitney on disjoint seed pairs, max p)",
             float(np.nanmax(p_values)) if not np.all(np.isnan(p_values)) else float("nan"),
             "<",
             0.01,
@@ -662,38 +867,89 @@ def _claims(cfg: Config, metrics, shared_by_w, p_values, lm_shared, relu_l0: flo
 
 
 # ---------------------------------------------------------------------- figures
-def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, fits, relu_l0, k_m) -> None:
+@dataclass
+class _Evaluated:
+    """What the figures need from the evaluated families (part (a) TopK, second dictionary, ReLU, MiniLM)."""
+
+    shared_by_w: dict[int, list[float]]
+    shared_above: dict[int, list[float]]
+    lm_shared: dict[int, list[float]]
+    topk: dict
+    topk_above: dict
+    relu_res: dict
+    fits: dict
+    fits_above: dict
+    relu_l0: float
+    k_m: int
+
+
+def _figures(ctx, cfg: Config, metrics, fam: _Evaluated) -> None:
+    shared_by_w, shared_above, lm_shared = fam.shared_by_w, fam.shared_above, fam.lm_shared
+    topk, topk_above, relu_res, fits, fits_above = (
+        fam.topk,
+        fam.topk_above,
+        fam.relu_res,
+        fam.fits,
+        fam.fits_above,
+    )
+    relu_l0, k_m = fam.relu_l0, fam.k_m
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     w_mid = cfg.relu_width
-    w_big = max(cfg.widths)
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    ws = cfg.widths
-    ax.errorbar(
-        ws,
-        [np.mean(shared_by_w[w]) for w in ws],
-        yerr=[
-            [np.mean(shared_by_w[w]) - min(shared_by_w[w]) for w in ws],
-            [max(shared_by_w[w]) - np.mean(shared_by_w[w]) for w in ws],
-        ],
-        marker="o",
-        label=f"TopK k={cfg.k} (shared)",
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ax = axes[0]
+    families = [("topk", cfg.widths, shared_by_w, cfg.n_features, "C0", "o")]
+    if shared_above:
+        families.append(("above", cfg.above_widths, shared_above, cfg.above_n_features, "C1", "v"))
+    for prefix, ws, sh, n_true, color, mk in families:
+        r = [w / n_true for w in ws]
+        ax.errorbar(
+            r,
+            [np.mean(sh[w]) for w in ws],
+            yerr=[[np.mean(sh[w]) - min(sh[w]) for w in ws], [max(sh[w]) - np.mean(sh[w]) for w in ws]],
+            marker=mk,
+            color=color,
+            label=f"TopK k={cfg.k}, {n_true} true features (shared)",
+        )
+        ax.plot(
+            r,
+            [metrics[f"{prefix}_w{w}_lenient_mean"] for w in ws],
+            mk + "--",
+            color=color,
+            alpha=0.5,
+            label="lenient agreement",
+        )
+    grid = np.logspace(
+        np.log2(min(w / n for _, ws, _, n, _, _ in families for w in ws)),
+        np.log2(max(w / n for _, ws, _, n, _, _ in families for w in ws)),
+        50,
+        base=2,
+    )
+    ax.plot(grid, np.minimum(1.0, 1.0 / grid), "k:", lw=1, label="capacity bound min(1, n_true / width)")
+    ax.plot(
+        [w_mid / cfg.n_features],
+        [metrics["relu_shared_mean"]],
+        "s",
+        color="C3",
+        label=f"ReLU-L1 (L0≈{relu_l0:.1f})",
     )
     ax.plot(
-        ws,
-        [metrics[f"topk_w{w}_lenient_mean"] for w in ws],
-        "o--",
-        color="C0",
-        alpha=0.6,
-        label="TopK (lenient)",
+        [w_mid / cfg.n_features],
+        [metrics["topk_matched_shared_mean"]],
+        "^",
+        color="C2",
+        label=f"TopK k={k_m} (matched L0)",
     )
-    ax.plot([w_mid], [metrics["relu_shared_mean"]], "s", color="C3", label=f"ReLU-L1 (L0≈{relu_l0:.1f})")
-    ax.plot(
-        [w_mid], [metrics["topk_matched_shared_mean"]], "^", color="C2", label=f"TopK k={k_m} (matched L0)"
-    )
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("SAE width / true dictionary size")
+    ax.set_ylabel("fraction of latents shared across seeds")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=6)
+    ax = axes[1]
     if lm_shared:
         lw = cfg.lm_widths
         ax.errorbar(
@@ -705,15 +961,31 @@ def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, 
             ],
             marker="D",
             color="C4",
-            label=f"MiniLM/Austen TopK k={cfg.lm_k}",
+            label=f"shared, TopK k={cfg.lm_k}",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("SAE width (latents)")
-    ax.set_ylabel("fraction of latents shared across seeds")
-    ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7)
+        ax.plot(
+            lw, [metrics[f"lm_w{w}_lenient_mean"] for w in lw], "D--", color="C4", alpha=0.5, label="lenient"
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=7)
+        ax.set_title("MiniLM layer-3 MLP over Austen", fontsize=9)
+        ax.set_xlabel("SAE width (latents)")
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "part (b), MiniLM over Austen,\nnot run in this preset",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
+        ax.set_axis_off()
     ctx.save_figure(
-        fig, "shared_vs_width", "Shared fraction (cos > 0.7 for encoder and decoder) against width."
+        fig,
+        "shared_vs_width",
+        "Shared fraction (cos > 0.7 for encoder and decoder) against width relative to the true dictionary size: "
+        "SAEs narrower than their dictionary (left of the grey line) and wider (right); dotted: capacity bound.",
     )
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -738,25 +1010,27 @@ def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, 
         fig, "matched_cosines", "Histograms of matched encoder and decoder cosines for one seed pair."
     )
 
-    fig, axes = plt.subplots(1, len(ws), figsize=(3.2 * len(ws), 3.2), sharey=True)
-    for ax, w in zip(np.atleast_1d(axes), ws, strict=True):
-        pairs = topk[w]["pairs"]
+    panels = [(f"width {w} / {cfg.n_features}", topk[w]) for w in cfg.widths]
+    panels += [(f"width {w} / {cfg.above_n_features}", topk_above[w]) for w in cfg.above_widths]
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 3.0), sharey=True)
+    for ax, (title, res) in zip(np.atleast_1d(axes), panels, strict=True):
+        pairs = res["pairs"]
         fs = np.concatenate([p["freq"][p["cmp"].shared] for p in pairs])
         fu = np.concatenate([p["freq"][~p["cmp"].shared] for p in pairs])
         bins = np.logspace(-6, 0, 40)
         ax.hist(np.clip(fs, 1e-6, 1), bins=bins, alpha=0.7, label="shared", density=True)
         ax.hist(np.clip(fu, 1e-6, 1), bins=bins, alpha=0.6, label="unshared", density=True)
         ax.set_xscale("log")
-        ax.set_title(f"width {w}")
+        ax.set_title(title, fontsize=8)
         ax.set_xlabel("firing frequency")
     np.atleast_1d(axes)[0].legend(fontsize=7)
     ctx.save_figure(
         fig, "firing_frequency", "Firing frequency of shared against unshared latents (TopK, all seed pairs)."
     )
 
-    fig, axes = plt.subplots(1, len(ws), figsize=(3.2 * len(ws), 3.2), sharey=True)
-    for ax, w in zip(np.atleast_1d(axes), ws, strict=True):
-        pairs = topk[w]["pairs"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 3.0), sharey=True)
+    for ax, (title, res) in zip(np.atleast_1d(axes), panels, strict=True):
+        pairs = res["pairs"]
         ax.hist(
             np.concatenate([p["recovery"][p["cmp"].shared] for p in pairs]),
             bins=40,
@@ -771,7 +1045,7 @@ def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, 
             alpha=0.6,
             label="unshared",
         )
-        ax.set_title(f"width {w}")
+        ax.set_title(title, fontsize=8)
         ax.set_xlabel("best cosine to a true feature")
     np.atleast_1d(axes)[0].legend(fontsize=7)
     ctx.save_figure(
@@ -781,8 +1055,14 @@ def _figures(ctx, cfg: Config, metrics, shared_by_w, lm_shared, topk, relu_res, 
     )
 
     fig, ax = plt.subplots(figsize=(4, 4))
-    p_big = topk[w_big]["pairs"][0]
-    A, B = fits[(w_big, p_big["a"])].sae_, fits[(w_big, p_big["b"])].sae_
+    fam_fits, fam_res = (
+        (fits_above, topk_above)
+        if cfg.above_widths and max(cfg.above_widths) > max(cfg.widths)
+        else (fits, topk)
+    )
+    w_big = max(fam_res)
+    p_big = fam_res[w_big]["pairs"][0]
+    A, B = fam_fits[(w_big, p_big["a"])].sae_, fam_fits[(w_big, p_big["b"])].sae_
     sp = match_sparse(A.decoder_directions(), B.decoder_directions(), k=cfg.sparse_k)
     ax.scatter(p_big["cmp"].dec.cosine, sp.cosine, s=3, alpha=0.5)
     ax.plot([0, 1], [0, 1], "k:", lw=1)

@@ -24,6 +24,26 @@ def _csr(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: tuple[
         return torch.sparse_csr_tensor(crow, col, val, shape, check_invariants=False)
 
 
+# Below this many latents numpy's introselect (argpartition) beats torch.topk on CPU by 1.5-2.2x (measured on
+# [1024, n] float32, k = 8-16, one thread: 0.32 vs 0.70 ms at n = 64, 1.49 vs 2.42 ms at n = 256); from n = 384 on
+# torch is as fast or faster.
+_NUMPY_TOPK_MAX_N = 256
+
+
+def topk_rows(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(values, indices)`` of the k largest entries of each row of ``pre [N, n]``, in no particular order.
+
+    The same set as ``pre.topk(k, dim=-1, sorted=False)`` (up to ties); on CPU for narrow rows the selection
+    runs in numpy, which is faster there. Deterministic either way."""
+    n = pre.shape[-1]
+    if pre.is_cuda or pre.ndim != 2 or n > _NUMPY_TOPK_MAX_N or k >= n or pre.requires_grad:
+        return pre.topk(k, dim=-1, sorted=False)
+    a = pre.detach().numpy()
+    idx = np.argpartition(a, n - k, axis=1)[:, n - k :]
+    vals = np.take_along_axis(a, idx, axis=1)
+    return torch.from_numpy(vals), torch.from_numpy(idx)
+
+
 class _TopKAutoencode(torch.autograd.Function):
     """recon = Σ_j relu(topk(x W_encᵀ + b_enc))_j · W_dec[idx_j] with a sparse backward.
 
@@ -36,7 +56,7 @@ class _TopKAutoencode(torch.autograd.Function):
     def forward(ctx, x, W_encT, b_enc, W_dec, k: int):  # noqa: N803
         pre = torch.addmm(b_enc, x, W_encT.T)  # [N, n]
         # top-k of pre then ReLU: same values as sparsify's ReLU-then-top-k, one pass fewer
-        vals, idx = pre.topk(k, dim=-1, sorted=False)
+        vals, idx = topk_rows(pre, k)
         del pre
         acts = vals.clamp_min_(0)
         recon = F.embedding_bag(idx, W_dec, per_sample_weights=acts, mode="sum")  # [N, d_out]

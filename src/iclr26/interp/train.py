@@ -96,6 +96,7 @@ class SAETrainer(BaseEstimator):
         device: str | torch.device = "cpu",
         log_every: int = 100,
         sparse_backward: bool = True,
+        decoder_norm: str = "auto",
         desc: str = "sae",
     ):
         self.n_latents = n_latents
@@ -114,6 +115,7 @@ class SAETrainer(BaseEstimator):
         self.device = device
         self.log_every = log_every
         self.sparse_backward = sparse_backward
+        self.decoder_norm = decoder_norm
         self.desc = desc
 
     # -- setup
@@ -124,6 +126,17 @@ class SAETrainer(BaseEstimator):
             raise UserError("steps, batch_size and n_latents must be positive")
         if self.activation == "topk" and not 0 < self.k <= self.n_latents:
             raise UserError(f"k={self.k} must be in [1, n_latents={self.n_latents}]")
+        if self.decoder_norm not in ("auto", "unit", "free"):
+            raise UserError(f"SAETrainer decoder_norm={self.decoder_norm!r}; allowed: auto, unit, free")
+
+    @property
+    def unit_decoder(self) -> bool:
+        """Whether decoder rows are held at unit norm: ``decoder_norm="unit"``, or ``"auto"`` with TopK.
+
+        ``"auto"`` leaves the rows free for ReLU + L1, the recipe where the penalty λ·Σ_j f_j‖W_dec,j‖ does
+        something: with unit rows it reduces to a plain L1 on f, while with free rows it stops the optimiser
+        from shrinking f and growing the decoder to dodge the penalty (the loss is invariant to that rescale)."""
+        return self.decoder_norm == "unit" or (self.decoder_norm == "auto" and self.activation == "topk")
 
     def init_sae(self, d_in: int) -> SparseDictionary:
         """Seeded init: unit-norm Gaussian decoder rows, encoder = decoder transpose, zero biases."""
@@ -145,6 +158,7 @@ class SAETrainer(BaseEstimator):
     # -- fit
     def fit(self, X: torch.Tensor | Iterable[torch.Tensor]) -> SAETrainer:
         self._validate()
+        unit = self.unit_decoder
         rank, world = dist_info()
         device = torch.device(self.device) if not isinstance(self.device, torch.device) else self.device
         hasher = hashlib.sha256()
@@ -191,15 +205,15 @@ class SAETrainer(BaseEstimator):
                     all_reduce_grads_(params)
                     all_reduce_(fired, "max")
                     all_reduce_(stats, "sum")
-                # drop the decoder-gradient component along each (unit) row, then renormalise after the step
-                Wd, gd = sae.W_dec, sae.W_dec.grad
-                par = torch.bmm(gd.unsqueeze(1), Wd.unsqueeze(2)).squeeze(
-                    2
-                )  # [n, 1] row-wise dots, no [n, d] temporary
-                gd.addcmul_(Wd, par, value=-1.0)
+                if unit:
+                    # drop the decoder-gradient component along each (unit) row, then renormalise after the step
+                    Wd, gd = sae.W_dec, sae.W_dec.grad
+                    par = torch.bmm(gd.unsqueeze(1), Wd.unsqueeze(2)).squeeze(2)  # [n, 1] row dots, no [n, d] temp
+                    gd.addcmul_(Wd, par, value=-1.0)
             opt.step()
             with torch.no_grad():
-                sae.normalize_decoder_()
+                if unit:
+                    sae.normalize_decoder_()
                 since_fired += B
                 since_fired[fired.bool()] = 0
             n_tokens += B
