@@ -162,7 +162,7 @@ def test_out_of_range_value_leaves_no_run_dir(tmp_path, capsys):
 
 
 def test_cross_field_validate_runs_before_any_dir(tmp_path, capsys):
-    _one_line_error(capsys, ["run", "sae-seeds", "--preset", "smoke", "--set", "relu_width=48",
+    _one_line_error(capsys, ["run", "sae-seeds", "--preset", "smoke", "--set", "relu_width=40",
                              "--out", str(tmp_path)], "must be one of widths")
     assert list(tmp_path.iterdir()) == []
 

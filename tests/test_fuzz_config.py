@@ -110,7 +110,9 @@ def test_every_field_declares_a_range(slug):
         if tp is str:
             ok = bool(spec.get("min_len"))
         elif _is_list(tp):
-            ok = all(k in spec for k in ("min_len", "max_len", "elem_low", "elem_high")) and spec["min_len"] >= 1
+            # min_len 0 is allowed where an empty list is documented to switch a part off (the lows case
+            # of test_fuzz_boundary_values_run then runs it empty)
+            ok = all(k in spec for k in ("min_len", "max_len", "elem_low", "elem_high")) and spec["min_len"] >= 0
         else:
             ok = "low" in spec and "high" in spec
         if not ok:

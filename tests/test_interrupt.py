@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-SLUG = "composable-subnetworks"  # the longest smoke run (~8 s of training after start-up)
+SLUG = "composable-subnetworks"
+# Its smoke run lasts only ~3 s after start-up, which raced the 3 s wait (a run that has finished and is in
+# interpreter shutdown ignores SIGINT and exits 0): lengthen it to ~18 s of training so the signal always
+# lands mid-run.
+LONGER = ["--set", "epochs=30", "--set", "digits_epochs=30"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -23,7 +27,7 @@ def test_sigint_leaves_no_run_directory_and_keeps_out(tmp_path):
     (out / "notes.txt").write_text("keep me")
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     env = {**os.environ, "ICLR26_PROGRESS": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "iclr26", "run", SLUG, "--preset", "smoke", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "iclr26", "run", SLUG, "--preset", "smoke", *LONGER, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         # wait until the run has really started (its staging folder holds config.json), then ~3 s more

@@ -43,7 +43,9 @@ DESCRIPTION = (
 class Config:
     # synthetic data (part a)
     d: int = param(64, "activation dimension of the synthetic data", low=1, high=100_000)
-    n_features: int = param(512, "number of true dictionary features", low=1, high=1_000_000)
+    n_features: int = param(
+        512, "number of true dictionary features (> every entry of widths)", low=2, high=1_000_000
+    )
     expected_l0: float = param(
         8.0, "expected number of active true features per sample", low=0.0, high=1_000_000.0, low_open=True
     )
