@@ -68,6 +68,37 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def adam_regression(
+    model: nn.Module,
+    batch_loss: Callable[[], Tensor],
+    *,
+    steps: int,
+    lr: float,
+    lr_schedule: str = "constant",
+    desc: str = "train",
+) -> list[float]:
+    """The training loop shared by the flow and diffusion regressions: ``steps`` Adam steps on
+    ``batch_loss()`` (which draws its own batch), constant or cosine-decayed learning rate; ``model`` is
+    left in train mode. Returns the per-step losses."""
+    if lr_schedule not in ("constant", "cosine"):
+        raise UserError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = (
+        torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1)) if lr_schedule == "cosine" else None
+    )
+    model.train()
+    losses: list[float] = []
+    for _ in progress(range(steps), desc=desc, total=steps):
+        loss = batch_loss()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
 def fit_velocity(
     model: nn.Module,
     x1: Tensor,
@@ -108,15 +139,8 @@ def fit_velocity(
     gen = make_generator(seed)  # CPU generator: indices, noise, times (deterministic across devices)
     n = x1.shape[0]
     bs = min(batch_size, n)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = (
-        torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
-        if lr_schedule == "cosine"
-        else None
-    )
-    model.train()
-    losses: list[float] = []
-    for _ in progress(range(steps), desc=desc, total=steps):
+
+    def batch_loss() -> Tensor:
         idx = torch.randint(0, n, (bs,), generator=gen)
         b1 = x1[idx].to(device)
         if x0 is not None:
@@ -139,13 +163,9 @@ def fit_velocity(
             per = (pred - target).pow(2).reshape(bs, -1).mean(dim=1)  # [bs]
         if weight_fn is not None:
             per = per * weight_fn(t).to(per)
-        loss = per.mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if sched is not None:
-            sched.step()
-        losses.append(float(loss.detach()))
+        return per.mean()
+
+    losses = adam_regression(model, batch_loss, steps=steps, lr=lr, lr_schedule=lr_schedule, desc=desc)
     log.debug("%s: final loss %.4g", desc, losses[-1] if losses else float("nan"))
     return losses
 

@@ -28,8 +28,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from iclr26.core import UserError, make_generator, progress
+from iclr26.core import UserError, make_generator
 from iclr26.core.estimators import BaseEstimator, check_is_fitted
+from iclr26.flows.core import adam_regression
 from iclr26.flows.priors import FourierPrior, IIDNoise, MaternGP, uniform_grid
 
 log = logging.getLogger(__name__)
@@ -138,28 +139,19 @@ class FunctionalDDPM(BaseEstimator):
         net = copy.deepcopy(self.net)
         gen = make_generator(self.seed)
         bs = min(self.batch_size, n)
-        opt = torch.optim.Adam(net.parameters(), lr=self.lr)
-        sched = (
-            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(self.steps, 1))
-            if self.lr_schedule == "cosine"
-            else None
-        )
-        net.train()
-        losses: list[float] = []
-        for _ in progress(range(self.steps), desc=desc, total=self.steps):
+
+        def batch_loss() -> Tensor:
             idx = torch.randint(0, n, (bs,), generator=gen)
             b0 = x0[idx]
             eps = sample_noise(bs, gen).to(b0)
             t = self.t_eps + (1.0 - self.t_eps) * torch.rand(bs, generator=gen, dtype=b0.dtype)
             ab = cosine_alpha_bar(t)[:, None]
             xt = ab.sqrt() * b0 + (1.0 - ab).sqrt() * eps
-            loss = (net(xt, t) - self._target(b0, eps, ab)).pow(2).mean(dim=1).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
-            losses.append(float(loss.detach()))
+            return (net(xt, t) - self._target(b0, eps, ab)).pow(2).mean(dim=1).mean()
+
+        losses = adam_regression(
+            net, batch_loss, steps=self.steps, lr=self.lr, lr_schedule=self.lr_schedule, desc=desc
+        )
         net.eval()
         self.net_, self.losses_, self.grid_size_ = net, losses, m
         return self
