@@ -8,13 +8,23 @@ Submodules (each is the one home of what it defines):
 - :mod:`~iclr26.interp.train` — :class:`SAETrainer` (TopK + AuxK, ReLU + L1; single process or DDP);
 - :mod:`~iclr26.interp.topk_kernel` — the sparse TopK autoencoder step used by the trainer;
 - :mod:`~iclr26.interp.train_cli` — ``python -m iclr26.interp.train_cli`` (torchrun entry point);
-- :mod:`~iclr26.interp.matching` — latent matching (exact Hungarian, sparse top-k) and SAE comparison.
+- :mod:`~iclr26.interp.matching` — latent matching (exact Hungarian, sparse top-k) and SAE comparison;
+- :mod:`~iclr26.interp.interventions` — diff-of-means directions, steering, directional / unit / head
+  ablation and activation patching as composable context managers.
 
 The names below are the entry points; everything else is imported from its submodule.
 """
 
 from iclr26.interp.capture import Capture, RunningMoments, capture, iter_batches
 from iclr26.interp.hooks import eval_mode, hooks, register_replace_hook, register_site_hook, replace_sites
+from iclr26.interp.interventions import (
+    ablate_direction,
+    ablate_heads,
+    diff_of_means,
+    edit_units,
+    patch,
+    steer,
+)
 from iclr26.interp.matching import compare_saes, match_exact, match_sparse
 from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify, sae_stats
 from iclr26.interp.train import SAETrainer
@@ -29,6 +39,12 @@ __all__ = [
     "register_replace_hook",
     "register_site_hook",
     "replace_sites",
+    "ablate_direction",
+    "ablate_heads",
+    "diff_of_means",
+    "edit_units",
+    "patch",
+    "steer",
     "compare_saes",
     "match_exact",
     "match_sparse",
