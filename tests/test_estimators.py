@@ -121,7 +121,20 @@ def _functional_ddpm() -> Case:
     )
 
 
+def _probe(cls_name: str) -> Callable[[], Case]:
+    def make_case() -> Case:
+        from iclr26.interp import probes
+
+        X = torch.randn(40, 4, generator=_rng(7))
+        y = (X[:, 0] > 0).long()
+        return Case(make=getattr(probes, cls_name), fit=lambda e: e.fit(X, y), use=lambda e: e.decision_function(X))
+
+    return make_case
+
+
 CASES: dict[str, Callable[[], Case]] = {
+    "LinearProbe": _probe("LinearProbe"),
+    "DiffMeansProbe": _probe("DiffMeansProbe"),
     "SAETrainer": _sae,
     "MaxEntIMP": _maxent_imp,
     "FDFI": _fdfi,
@@ -173,7 +186,10 @@ def test_get_params_round_trip_and_clone(name):
     assert all(_params(again)[k] is v for k, v in p.items())
     twin = clone(est)  # raises if __init__ modified a parameter
     assert type(twin) is type(est) and _params(twin).keys() == p.keys()
-    key = next(k for k, v in p.items() if isinstance(v, int | float) and not isinstance(v, bool))
+    key = next((k for k, v in p.items() if isinstance(v, int | float) and not isinstance(v, bool)), None)
+    if key is None:  # an estimator without numeric hyperparameters (DiffMeansProbe has none at all)
+        assert est.set_params() is est
+        return
     assert est.set_params(**{key: p[key] * 2 + 1}) is est and getattr(est, key) == p[key] * 2 + 1
 
 

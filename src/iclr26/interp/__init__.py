@@ -9,6 +9,8 @@ Submodules (each is the one home of what it defines):
 - :mod:`~iclr26.interp.topk_kernel` — the sparse TopK autoencoder step used by the trainer;
 - :mod:`~iclr26.interp.train_cli` — ``python -m iclr26.interp.train_cli`` (torchrun entry point);
 - :mod:`~iclr26.interp.matching` — latent matching (exact Hungarian, sparse top-k) and SAE comparison;
+- :mod:`~iclr26.interp.probes` — :class:`LinearProbe`, :class:`DiffMeansProbe`, AUROC / recall at a
+  calibrated FPR / bootstrap intervals, label-shuffled and random-direction baselines;
 - :mod:`~iclr26.interp.interventions` — diff-of-means directions, steering, directional / unit / head
   ablation and activation patching as composable context managers.
 
@@ -26,6 +28,7 @@ from iclr26.interp.interventions import (
     steer,
 )
 from iclr26.interp.matching import compare_saes, match_exact, match_sparse
+from iclr26.interp.probes import DiffMeansProbe, LinearProbe
 from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify, sae_stats
 from iclr26.interp.train import SAETrainer
 
@@ -48,6 +51,8 @@ __all__ = [
     "compare_saes",
     "match_exact",
     "match_sparse",
+    "DiffMeansProbe",
+    "LinearProbe",
     "SparseDictionary",
     "load_saelens",
     "load_sparsify",
