@@ -220,6 +220,8 @@ def test_topk_rows_selects_the_same_set_as_torch_topk(n):
         assert torch.equal(i.sort(-1).values, ti.sort(-1).values)
         torch.testing.assert_close(v.sort(-1).values, tv.sort(-1).values, rtol=0, atol=0)
         assert i.dtype == torch.int64 and v.dtype == x.dtype
+    vb, ib = topk_rows(x.bfloat16(), 3)  # no numpy bf16: falls back to torch.topk
+    assert vb.dtype == torch.bfloat16 and torch.equal(ib.sort(-1).values, x.bfloat16().topk(3, -1).indices.sort(-1).values)
 
 
 def test_sparse_backward_equals_dense_autograd():

@@ -36,7 +36,8 @@ def topk_rows(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     The same set as ``pre.topk(k, dim=-1, sorted=False)`` (up to ties); on CPU for narrow rows the selection
     runs in numpy, which is faster there. Deterministic either way."""
     n = pre.shape[-1]
-    if pre.is_cuda or pre.ndim != 2 or n > _NUMPY_TOPK_MAX_N or k >= n or pre.requires_grad:
+    numpy_ok = pre.device.type == "cpu" and pre.dtype in (torch.float32, torch.float64)  # numpy has no bf16
+    if not numpy_ok or pre.ndim != 2 or n > _NUMPY_TOPK_MAX_N or k >= n or pre.requires_grad:
         return pre.topk(k, dim=-1, sorted=False)
     a = pre.detach().numpy()
     idx = np.argpartition(a, n - k, axis=1)[:, n - k :]
