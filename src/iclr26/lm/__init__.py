@@ -2,6 +2,15 @@
 
 from iclr26.lm.loading import load_model
 from iclr26.lm.organism import WordTokenizer, tiny_config, tiny_lm
+from iclr26.lm.train import (
+    ORGANISM_MARKERS,
+    TrainLog,
+    add_chat_template,
+    cached_organism,
+    organism_chat_template,
+    organisms_home,
+    train_lm,
+)
 from iclr26.lm.sites import (
     ModelAdapter,
     Site,
@@ -17,6 +26,13 @@ __all__ = [
     "tiny_lm",
     "tiny_config",
     "WordTokenizer",
+    "train_lm",
+    "TrainLog",
+    "add_chat_template",
+    "organism_chat_template",
+    "ORGANISM_MARKERS",
+    "cached_organism",
+    "organisms_home",
     "ModelAdapter",
     "Site",
     "canonical_name",
