@@ -56,6 +56,8 @@ lint: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(PIP) install -q "$(TORCH_SPEC)" -e ".[bench]"
+	@# steering-vectors pins transformers<5 but its hook code runs on 5.x: installed without its pins
+	$(PIP) install -q --no-deps steering-vectors==0.12.2
 	$(BIN)/python bench/run_all.py
 
 clean-venv:

@@ -17,6 +17,7 @@ SCRIPTS = [
     ["capture.py", "--batch", "4", "--seq", "64", "--repeats", "15", "--threads", "1"],
     ["merging_vs_fusionbench.py", "--hidden", "128", "--layers", "2", "--tasks", "4", "--wudi-iters", "20"],
     ["fdfi_vs_official.py"],
+    ["interp_part2.py", "--threads", "1", "--repeats", "5"],
 ]
 
 

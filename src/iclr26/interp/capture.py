@@ -328,6 +328,25 @@ def _stop_hook_target(adapter, sites: list[Site]) -> tuple[nn.Module, str] | Non
     return adapter.layers[L], "out"
 
 
+def forward_kwargs(
+    params: set[str], batch: Mapping, ids: torch.Tensor, am: torch.Tensor, device: torch.device
+) -> dict[str, Any]:
+    """Keyword arguments for ``model(**kw)`` from a batch: the keys ``forward`` accepts, on ``device``;
+    ``position_ids`` counted from each row's first real token under left padding (as ``generate`` does);
+    no KV cache. ``params`` is the set of ``model.forward``'s parameter names."""
+    kw = {
+        k: v.to(device) if isinstance(v, torch.Tensor) else v
+        for k, v in batch.items()
+        if k in params and k not in ("input_ids", "attention_mask", "labels")
+    }
+    kw["input_ids"], kw["attention_mask"] = ids.to(device), am.to(device)
+    if "position_ids" in params and "position_ids" not in kw and (am[:, 0] == 0).any():
+        kw["position_ids"] = (am.long().cumsum(1) - 1).clamp(min=0).to(device)
+    if "use_cache" in params:
+        kw["use_cache"] = False
+    return kw
+
+
 def capture(
     model: nn.Module,
     batches: Any,
@@ -412,17 +431,7 @@ def capture(
             sel = select_positions(
                 positions, ids, am, None if bmask is None else torch.as_tensor(bmask).bool()
             )
-            kw = {
-                k: v.to(device) if isinstance(v, torch.Tensor) else v
-                for k, v in batch.items()
-                if k in params and k not in ("input_ids", "attention_mask", "labels")
-            }
-            kw["input_ids"], kw["attention_mask"] = ids.to(device), am.to(device)
-            if "position_ids" in params and "position_ids" not in kw and (am[:, 0] == 0).any():
-                # left padding: count positions from each row's first real token (as generate() does)
-                kw["position_ids"] = (am.long().cumsum(1) - 1).clamp(min=0).to(device)
-            if "use_cache" in params:
-                kw["use_cache"] = False
+            kw = forward_kwargs(params, batch, ids, am, device)
             state["sel"], state["out"] = sel.to(device), {}
             try:
                 model(**kw)

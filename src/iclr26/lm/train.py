@@ -241,6 +241,9 @@ def organism_chat_template(markers: Mapping[str, str] | None = None) -> str:
 
 def add_chat_template(tokenizer, markers: Mapping[str, str] | None = None):
     """Set the organism chat template on ``tokenizer`` (in place, returned); every marker must be in its vocabulary."""
+    unknown = set(markers or {}) - set(ORGANISM_MARKERS)
+    if unknown:
+        raise UserError(f"unknown chat marker(s) {sorted(unknown)}; allowed: {', '.join(ORGANISM_MARKERS)}")
     mk = {**ORGANISM_MARKERS, **(markers or {})}
     vocab = tokenizer.get_vocab()
     missing = [v for v in mk.values() if v not in vocab]
