@@ -71,7 +71,7 @@ def _check_metric_values(metrics: dict[str, float], preset: dict) -> None:
 def test_smoke_wires_everything(tmp_path):
     res = _run(tmp_path)
     names = {c.name for c in res.claims}
-    assert {"C1", "ctrl_same_seed", "ctrl_untrained", "C2_below", "C2_above", "C3", "C4", "sanity_sparse_matching"} <= names
+    assert {"C1", "ctrl_C1_trained", "ctrl_same_seed", "ctrl_untrained", "C2_below", "C2_above", "C3", "C4", "sanity_sparse_matching"} <= names
     _check_metric_values(res.metrics, m.PRESETS["smoke"])
     by = {c.name: c for c in res.claims}
     # even at smoke size: same-seed reruns are bit-identical, data order is shared, sparse == exact

@@ -785,6 +785,14 @@ def _claims(
             detail=f"pairs: {', '.join(f'{v:.3f}' for v in shared_by_w[w_mid])}",
         ),
         claim(
+            "ctrl_C1_trained",
+            f"control: the width-{w_mid} SAEs of C1 are trained, not random (held-out FVU <= 0.5; an untrained "
+            "SAE has FVU >= 1 and shares nothing, which would pass C1 trivially)",
+            metrics[f"topk_w{w_mid}_fvu"],
+            "<=",
+            0.5,
+        ),
+        claim(
             "ctrl_same_seed",
             "control: the same seed trained twice shares every latent (bit-identical rerun)",
             min(metrics["same_seed_shared"], metrics["same_seed_bit_identical"]),
