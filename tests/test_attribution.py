@@ -43,7 +43,7 @@ def test_act_x_grad_matches_finite_differences(family):
     eps = 1e-3  # HF norms compute in fp32 even in a double model, so a tiny step drowns in rounding
     rows = res.index  # [N_sel, 2] (example, position)
     for b, t, j in [(0, 5, 3), (1, 2, 7), (2, 0, 0)]:
-        def bump(x, s):
+        def bump(x, s, b=b, t=t, j=j):
             y = x.clone()
             y[b, t, j] += s
             return y

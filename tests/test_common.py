@@ -124,6 +124,16 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "C3": "at width 64 (one disjoint seed pair, 64 latents) shared latents fire more often but not "
         "significantly (Mann-Whitney p = 0.034 > 0.01); every other width p < 1e-6",
     },
+    "reasoning-misalignment": {
+        "C1": "zeroing the 14-neuron A_safe raises misalignment by 5.5 points (random sets 0.0) < 20 "
+        "(docs/reasoning-misalignment.md)",
+        "C2_ablation": "ablating the flagged layer-3 heads drops the refusal-probe score by 0.69, below the random "
+        "head sets' 95th percentile 0.96",
+        "C3_spearman": "Spearman(RAS_safe, Δmisalignment) over 18 checkpoints 0.561 < 0.6",
+        "C3_vs_kl": "KL(π0‖πτ) tracks the forgetting better (Spearman 0.647) than RAS_safe (0.561)",
+        "sanity_base_math": "1200 pretraining steps (the 3-minute budget) leave base math accuracy at 0.22",
+        "sanity_probe": "the think-off diff-of-means refusal probe reaches test accuracy 0.76 < 0.9",
+    },
     "functional-rectified-flow": {
         "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps (0.07 at the "
         "spec's 1200) and reflow inherits it: 0.159 at 2 steps (docs/functional-rectified-flow.md)",

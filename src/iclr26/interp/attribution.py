@@ -252,7 +252,7 @@ def act_x_grad(
         for batch, ids, am in progress(_iter(batches), desc=desc):
             leaves: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
-            def make(site):
+            def make(site, leaves=leaves):
                 def fn(x):
                     if site.name in leaves:
                         raise RuntimeError(f"{site.name}: module {site.module_name} ran twice in one forward pass")
@@ -276,7 +276,6 @@ def act_x_grad(
             metrics.append(m.detach().float().cpu())
             if reduce_pos == "none":
                 index.append(sel.cpu().nonzero() + torch.tensor([batch["_row0"], 0]))
-            del leaves, grads, m
     if not metrics:
         raise UserError("act_x_grad got no batches")
     return Attribution(
