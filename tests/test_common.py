@@ -134,6 +134,11 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "sanity_base_math": "1200 pretraining steps (the 3-minute budget) leave base math accuracy at 0.22",
         "sanity_probe": "the think-off diff-of-means refusal probe reaches test accuracy 0.76 < 0.9",
     },
+    "role-modality-attacks": {
+        "C1": "refusal trained in the canonical layout carries over to every swapped / moved layout in the organism "
+        "(ASR 0.005 canonical, 0.0 in all 8 settings), the failure case the spec names; C2-C4 then are not "
+        "applicable (docs/role-modality-attacks.md)",
+    },
     "functional-rectified-flow": {
         "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps (0.07 at the "
         "spec's 1200) and reflow inherits it: 0.159 at 2 steps (docs/functional-rectified-flow.md)",
