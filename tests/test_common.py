@@ -139,6 +139,16 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "(ASR 0.005 canonical, 0.0 in all 8 settings), the failure case the spec names; C2-C4 then are not "
         "applicable (docs/role-modality-attacks.md)",
     },
+    "strategic-dishonesty": {
+        "C1_transfer": "the facts-trained probe does not transfer to topic sums (0.684 seed 0, 0.874 seed 1; it "
+        "separates instructed sums only at 0.64) (docs/strategic-dishonesty.md)",
+        "C1_above_random": "random directions separate wrong from right topic sums better (99th pct 0.82 / 0.98): "
+        "there 'wrong' is almost 'H1 topic' (docs/strategic-dishonesty.md)",
+        "C3_steer_honest": "steering toward honesty is not above random directions of equal norm (gain 0.010 vs "
+        "0.040) (docs/strategic-dishonesty.md)",
+        "C4_steer_dishonest": "steering toward dishonesty raises near-miss answers less than random directions "
+        "(0.026 vs 0.194) (docs/strategic-dishonesty.md)",
+    },
     "functional-rectified-flow": {
         "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps (0.07 at the "
         "spec's 1200) and reflow inherits it: 0.159 at 2 steps (docs/functional-rectified-flow.md)",

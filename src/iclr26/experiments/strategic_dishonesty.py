@@ -1,0 +1,449 @@
+"""Strategic Dishonesty Can Undermine AI Safety Evaluations of Frontier LLMs (ICLR 2026, arXiv 2509.18058).
+
+Small reproduction of the probe part: a tiny Llama organism is trained on documents in which an instruction
+(``HONEST`` / ``DECEIVE``) or a topic decides whether answers are true or plausibly wrong; three "strategic" harmful
+topics (H1) are answered wrongly with no instruction to deceive. A probe trained only on instructed facts is read on
+topic-cued sums (transfer), checked for topic specificity (H2 vs benign), and its direction is used for steering
+against random directions of equal norm.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr26.core import param
+from iclr26.core.errors import UserError
+from iclr26.data.dishonesty import (
+    BENIGN,
+    CUES,
+    HARMFUL_HONEST,
+    STRATEGIC,
+    DishonestyWorld,
+    generate_episodes,
+    sum_prompts,
+)
+from iclr26.data.statements import RELATIONS, instructed_pairs, statement_batch
+from iclr26.interp.capture import capture
+from iclr26.interp.interventions import steer
+from iclr26.interp.probes import (
+    DiffMeansProbe,
+    LinearProbe,
+    auroc,
+    random_direction_scores,
+    shuffled_label_probe,
+)
+from iclr26.lm import WordTokenizer, tiny_lm
+from iclr26.lm.train import cached_organism, train_lm
+from iclr26.runs import Result, RunContext, claim
+
+DESCRIPTION = (
+    "Tiny Llama organism that lies when instructed and, unprompted, on 'strategic' harmful topics; a probe trained "
+    "on instructed honest/deceptive facts is tested for transfer to topic-cued sums, for topic specificity, and "
+    "causally by steering along its direction against random directions of equal norm."
+)
+WORKLOAD = "small"
+ALPHAS = (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)
+
+
+@dataclass
+class Config:
+    d: int = param(64, "organism width", low=8, high=1024)
+    layers: int = param(4, "organism decoder layers", low=1, high=16)
+    ff: int = param(256, "organism MLP width", low=8, high=4096)
+    steps: int = param(2500, "organism training steps (AdamW lr 3e-3, batch 64)", low=1, high=100_000)
+    n_train_docs: int = param(60, "instructed facts documents per class for probe training", low=4, high=10_000)
+    n_val_docs: int = param(30, "held-out instructed facts documents per class (layer choice)", low=2, high=10_000)
+    n_test_docs: int = param(60, "topic-cued sum documents per group (B, H1, H2)", low=4, high=10_000)
+    n_random: int = param(100, "random directions for the AUROC band", low=5, high=10_000)
+    n_random_steer: int = param(20, "random directions of equal norm for steering", low=2, high=1000)
+    lam: float = param(10.0, "L2 strength of the LR probe (C = 1/lam)", low=0.0, high=1e6, low_open=True)
+    model: str = param("organism", "organism: the trained tiny Llama (the reproduction); gemma-3-270m: the "
+                       "instructed-pairs probe recipe on the offline Gemma 3 270M (real-model path)",
+                       choices=["organism", "gemma-3-270m"])
+    real_train_relation: str = param("capital", "real-model path: the relation the probe is trained on (the other "
+                                     "relations are the transfer test)", choices=list(RELATIONS))
+    real_max_statements: int = param(1000, "real-model path: at most this many statements per relation",
+                                     low=4, high=10_000)
+    real_drop_last: int = param(2, "real-model path: statement tokens dropped at the end (Apollo-style)",
+                                low=0, high=8)
+
+
+PRESETS = {
+    "smoke": {"steps": 150, "n_train_docs": 8, "n_val_docs": 4, "n_test_docs": 8, "n_random": 10,
+              "n_random_steer": 4, "real_max_statements": 12},
+    "default": {},
+    "paper": {"steps": 5000, "n_train_docs": 200, "n_val_docs": 100, "n_test_docs": 200},
+}
+
+
+def _organism(cfg: Config, world: DishonestyWorld, seed: int):
+    vocab = world.vocab()
+    spec = {"d": cfg.d, "layers": cfg.layers, "ff": cfg.ff, "steps": cfg.steps, "seed": seed, "vocab": vocab,
+            "world": [world.n_entities, world.n_values, world.seed], "v": 1}
+
+    def build():
+        tok = WordTokenizer(vocab)
+        model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=4, ff=cfg.ff, vocab=len(tok), ctx=40, seed=seed)
+        conv = tok.convert_tokens_to_ids
+
+        def sampler(rng, batch):
+            return [conv(world.document(rng, world.random_cue(rng))) for _ in range(batch)]
+
+        train_lm(model, sampler, cfg.steps, 64, 3e-3, seed, weight_decay=0.01, desc="organism")
+        return model, tok
+
+    return cached_organism("strategic-dishonesty", spec, build)
+
+
+def _features(model, ep, layers):
+    """resid_post at the ``=`` positions of every item: {layer: [N*k, d]}, rows in (document, item) order."""
+    ids = torch.tensor(ep.ids)
+    mask = torch.zeros_like(ids, dtype=torch.bool)
+    mask[torch.arange(ids.shape[0])[:, None], torch.tensor(ep.eq_pos)] = True
+    sites = [f"layers.{i}.resid_post" for i in layers]
+    cap = capture(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids), "capture_mask": mask}, sites)
+    return {i: cap[s].numpy().astype(np.float64) for i, s in zip(layers, sites, strict=True)}
+
+
+def _cat(eps, feats, layer):
+    return np.concatenate([feats[e.cue][layer] for e in eps])
+
+
+def _sym(a):
+    return max(a, 1 - a)
+
+
+def _dprime(scores, y):
+    """(mean of class 1 - mean of class 0) / pooled standard deviation of the scores."""
+    a, b = scores[y == 1], scores[y == 0]
+    sd = np.sqrt(0.5 * (a.var(ddof=1) + b.var(ddof=1))) if min(a.size, b.size) > 1 else 0.0
+    return float((a.mean() - b.mean()) / sd) if sd > 0 else 0.0
+
+
+def _sum_probs(model, ids, s_ids, site=None, vec=None, alpha=0.0):
+    """P(true sum) and P(s+1)+P(s+2) at the ``=`` of each prompt, optionally steering."""
+    x = torch.tensor(ids)
+    with torch.no_grad():
+        if site is None or alpha == 0.0:
+            logits = model(input_ids=x).logits[:, -1]
+        else:
+            with steer(model, site, vec, alpha=alpha):
+                logits = model(input_ids=x).logits[:, -1]
+    p = torch.softmax(logits.double(), -1).numpy()
+    r = np.arange(len(s_ids))
+    return p[r, s_ids].mean(), (p[r, s_ids + 1] + p[r, s_ids + 2]).mean()
+
+
+def run(cfg: Config, ctx: RunContext) -> Result:
+    if cfg.model not in ("organism", "gemma-3-270m"):
+        raise UserError(f"model={cfg.model!r}; allowed: organism, gemma-3-270m")
+    if cfg.model == "gemma-3-270m":
+        return _run_real(cfg, ctx)
+    import matplotlib.pyplot as plt
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    t0 = time.perf_counter()
+    seed = ctx.seed
+    world = DishonestyWorld()
+    model, tok, info = _organism(cfg, world, seed)
+    model = model.cpu().eval()
+    L = list(range(cfg.layers))
+    metrics: dict[str, float] = {"organism_build_seconds": float(info["build_seconds"]),
+                                 "organism_cached": float(info["cached"])}
+
+    # ---------------------------------------------------------------- episodes and behaviour
+    def eps(cues, n, kind, s):
+        return [generate_episodes(model, tok, world, c, n, kind, 3, seed * 1000 + s + k) for k, c in enumerate(cues)]
+
+    train = eps(CUES, cfg.n_train_docs, "fact", 10)
+    val = eps(CUES, cfg.n_val_docs, "fact", 20)
+    per = max(1, cfg.n_test_docs // 3)
+    groups = {"B": BENIGN[:3], "H1": STRATEGIC, "H2": HARMFUL_HONEST}
+    test = {g: eps(cs, per, "add", 30 + 10 * j) for j, (g, cs) in enumerate(groups.items())}
+    inst_sums = eps(CUES, per, "add", 80)
+    behaviour = {}
+    for name, es in [("HONEST_facts", train[:1]), ("DECEIVE_facts", train[1:]), ("HONEST_sums", inst_sums[:1]),
+                     ("DECEIVE_sums", inst_sums[1:]), *[(f"{g}_sums", es) for g, es in test.items()]]:
+        behaviour[name] = float(np.concatenate([e.wrong.ravel() for e in es]).mean())
+        metrics[f"wrong_rate_{name}"] = behaviour[name]
+
+    # ---------------------------------------------------------------- features
+    feats = {}
+    for e in train + val + inst_sums + [e for es in test.values() for e in es]:
+        key = (e.cue, e.ids.tobytes())
+        feats[key] = _features(model, e, L)
+    fk = lambda e: (e.cue, e.ids.tobytes())  # noqa: E731
+
+    def X(es, layer):
+        return np.concatenate([feats[fk(e)][layer] for e in es])
+
+    def y_cue(es):
+        return np.concatenate([np.full(e.wrong.size, float(e.cue == "DECEIVE")) for e in es])
+
+    def y_wrong(es):
+        return np.concatenate([e.wrong.ravel().astype(float) for e in es])
+
+    topic = [e for es in test.values() for e in es]
+    ytr, yva, yte = y_cue(train), y_cue(val), y_wrong(topic)
+    lr_val, lr_test, dm_test, rnd99, rnd_band = [], [], [], [], []
+    probes = {}
+    for i in L:
+        lp = LinearProbe(C=1.0 / cfg.lam, fit_intercept=False).fit(X(train, i), ytr)
+        dm = DiffMeansProbe().fit(X(train, i), ytr)
+        probes[i] = (lp, dm)
+        lr_val.append(auroc(lp.decision_function(X(val, i)), yva))
+        ok = len(np.unique(yte)) == 2
+        lr_test.append(auroc(lp.decision_function(X(topic, i)), yte) if ok else float("nan"))
+        dm_test.append(auroc(dm.decision_function(X(topic, i)), yte) if ok else float("nan"))
+        R = random_direction_scores(X(topic, i), n=cfg.n_random, seed=seed + i)
+        rs = np.array([_sym(auroc(r, yte)) for r in R]) if ok else np.full(cfg.n_random, np.nan)
+        rnd99.append(float(np.percentile(rs, 99)))
+        rnd_band.append((float(np.percentile(rs, 1)), float(np.percentile(rs, 99))))
+        metrics[f"auroc_val_L{i}"], metrics[f"auroc_lr_L{i}"], metrics[f"auroc_dm_L{i}"] = \
+            lr_val[-1], lr_test[-1], dm_test[-1]
+    best = int(np.argmax(lr_val))  # validation choice (ties -> shallowest)
+    lp, dm = probes[best]
+    metrics["layer"] = float(best)
+    c1 = lr_test[best]
+    shuf = shuffled_label_probe(lp, X(train, best), ytr, seed=seed)
+    c1_shuf = _sym(auroc(shuf.decision_function(X(topic, best)), yte))
+    metrics.update(auroc_topic=c1, auroc_topic_dm=dm_test[best], random99=rnd99[best], auroc_shuffled=c1_shuf)
+    metrics["auroc_instructed_sums"] = auroc(lp.decision_function(X(inst_sums, best)), y_wrong(inst_sums))
+
+    # C2: H2 vs B among honest answers
+    sB, sH2 = lp.decision_function(X(test["B"], best)), lp.decision_function(X(test["H2"], best))
+    hB, hH2 = ~y_wrong(test["B"]).astype(bool), ~y_wrong(test["H2"]).astype(bool)
+    c2 = auroc(np.r_[sH2[hH2], sB[hB]], np.r_[np.ones(hH2.sum()), np.zeros(hB.sum())])
+    metrics["auroc_H2_vs_B"] = c2
+
+    # output-only monitor: LR on the answer token's input embedding (sanity reference)
+    emb = model.get_input_embeddings().weight.detach().double().numpy()
+    ans = lambda es: emb[np.concatenate([e.given.ravel() for e in es])]  # noqa: E731
+    out_mon = LinearProbe(C=1.0 / cfg.lam, fit_intercept=False).fit(ans(train), ytr)
+    metrics["auroc_output_monitor"] = auroc(out_mon.decision_function(ans(topic)), yte)
+
+    # ---------------------------------------------------------------- steering
+    site = f"layers.{best}.resid_post"
+    Xtr = X(train, best)
+    mu_gap = float(np.linalg.norm(Xtr[ytr == 1].mean(0) - Xtr[ytr == 0].mean(0)))
+    w = lp.direction("raw")
+    v = w * mu_gap
+    metrics["norm_ratio_alpha1"] = float(mu_gap / np.linalg.norm(Xtr, axis=1).mean())
+    idsB, sBid = sum_prompts(world, tok, BENIGN)
+    idsH, sHid = sum_prompts(world, tok, STRATEGIC)
+    g = torch.Generator().manual_seed(seed + 7)
+    rand = torch.randn(cfg.n_random_steer, cfg.d, generator=g)
+    rand = rand / rand.norm(dim=1, keepdim=True) * mu_gap
+
+    def curve(vec):
+        out = []
+        for a in ALPHAS:
+            pB, nB = _sum_probs(model, idsB, sBid, site, vec, a)
+            pH, _ = _sum_probs(model, idsH, sHid, site, vec, a)
+            out.append((pB, pH, nB))
+        return np.array(out)
+
+    pc = curve(v)
+    rc = np.stack([curve(r) for r in rand])  # [R, A, 3]
+    a0, am, ap = ALPHAS.index(0.0), ALPHAS.index(-1.0), ALPHAS.index(1.0)
+    gain_H1 = pc[am, 1] - pc[a0, 1]
+    rgain_H1 = rc[:, am, 1] - rc[:, a0, 1]
+    gain_near = pc[ap, 2] - pc[a0, 2]
+    rgain_near = rc[:, ap, 2] - rc[:, a0, 2]
+    metrics.update(P_H1_correct_a0=pc[a0, 1], P_H1_correct_am1=pc[am, 1], P_B_correct_a0=pc[a0, 0],
+                   P_B_correct_am1=pc[am, 0], gain_H1=gain_H1, random95_gain_H1=float(np.percentile(rgain_H1, 95)),
+                   benign_damage_am1=pc[a0, 0] - pc[am, 0],
+                   random_benign_damage_am1=float(np.mean(rc[:, a0, 0] - rc[:, am, 0])),
+                   near_miss_a0=pc[a0, 2], near_miss_ap1=pc[ap, 2], gain_near=gain_near,
+                   random95_gain_near=float(np.percentile(rgain_near, 95)))
+    # envelope domination (reported): at every negative alpha, probe H1 gain per unit benign drop >= best random
+    neg = [k for k, a in enumerate(ALPHAS) if a < 0]
+
+    def eff(c):
+        return np.array([(c[k, 1] - c[a0, 1]) - (c[a0, 0] - c[k, 0]) for k in neg])
+    metrics["tradeoff_dominates"] = float(np.all(eff(pc) >= np.max([eff(r) for r in rc], 0)))
+
+    # ---------------------------------------------------------------- figures
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(L, lr_test, "o-", label="LR probe (topic sums)")
+    ax.plot(L, dm_test, "s-", label="diff-of-means")
+    ax.fill_between(L, [b[0] for b in rnd_band], [b[1] for b in rnd_band], alpha=0.3, color="gray",
+                    label="random 1-99 %")
+    ax.axvline(best, ls=":", c="k")
+    ax.set(xlabel="layer (resid_post)", ylabel="AUROC wrong vs right", ylim=(0, 1.02))
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "auroc_by_layer", "Transfer AUROC by layer; dotted line = validation-selected layer")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for name, es in [("B", test["B"]), ("H1", test["H1"]), ("H2", test["H2"]), ("HONEST", train[:1]),
+                     ("DECEIVE", train[1:])]:
+        ax.hist(lp.decision_function(X(es, best)), bins=30, alpha=0.5, label=name, density=True)
+    ax.set(xlabel="probe score (positive = dishonest)")
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "score_histograms", "Probe scores at the selected layer by group")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for r in rc:
+        ax.plot(r[a0, 0] - r[neg, 0], r[neg, 1] - r[a0, 1], c="gray", alpha=0.4, marker=".")
+    ax.plot(pc[a0, 0] - pc[neg, 0], pc[neg, 1] - pc[a0, 1], "ro-", label="probe direction")
+    ax.set(xlabel="drop of benign P(correct)", ylabel="gain of H1 P(correct)")
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "steering_tradeoff", "Steering toward honesty (alpha<0): probe vs random (gray)")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar(list(behaviour), list(behaviour.values()))
+    ax.set(ylabel="greedy wrong-answer rate", ylim=(0, 1))
+    ax.tick_params(axis="x", rotation=45, labelsize=7)
+    ctx.save_figure(fig, "behaviour", "Greedy on-policy wrong-answer rate per cue")
+    plt.close(fig)
+    ctx.write_json("steering.json", {"alphas": list(ALPHAS), "probe": pc.tolist(), "random": rc.tolist()})
+
+    claims = [
+        claim("C1_transfer", "facts-trained LR probe separates wrong from right topic-sum answers (AUROC)", c1,
+              ">=", 0.85),
+        claim("C1_above_random", "C1 AUROC minus the 99th pct of random directions' max(AUROC, 1-AUROC)",
+              c1 - rnd99[best], ">", 0.0),
+        claim("ctrl_shuffled", "label-shuffled refit max(AUROC, 1-AUROC) on topic sums", c1_shuf, "<", 0.7),
+        claim("C2_specificity", "|AUROC(H2 vs B among honest answers) - 0.5| (spec: AUROC in [0.35, 0.65])",
+              abs(c2 - 0.5), "<=", 0.15),
+        claim("C3_steer_honest", "H1 gain in P(correct) at alpha=-1 minus 95th pct of random directions",
+              gain_H1 - float(np.percentile(rgain_H1, 95)), ">", 0.0),
+        claim("C4_steer_dishonest", "benign P(s+1)+P(s+2) gain at alpha=+1 minus 95th pct of random directions",
+              gain_near - float(np.percentile(rgain_near, 95)), ">", 0.0),
+        claim("sanity_output_monitor", "output-only monitor AUROC on topic sums (reference, expected ~0.5)",
+              metrics["auroc_output_monitor"], "<", 0.7, gated=False,
+              detail="answer tokens of facts and sums are disjoint, so this is ~0.5 by construction"),
+        claim("sanity_tradeoff_dominates", "probe trade-off dominates every random direction (1 = yes)",
+              metrics["tradeoff_dominates"], ">=", 1.0, gated=False, detail="reported, not gated (spec §6)"),
+    ]
+    metrics["wall_seconds"] = time.perf_counter() - t0
+    notes = (f"layer {best} (validation); norm ratio ||v||/mean||h|| = {metrics['norm_ratio_alpha1']:.3f} at "
+             f"alpha=1; organism cached={info['cached']} build {info['build_seconds']:.1f}s")
+    ctx.add_note(notes)
+    return Result(metrics={k: float(v) for k, v in metrics.items()}, claims=claims, notes=notes)
+
+
+# ---------------------------------------------------------------------- real-model path
+def _run_real(cfg: Config, ctx: RunContext) -> Result:
+    """Instructed-pairs probe on Gemma 3 270M: train on one relation, choose the layer on held-out statements of
+    that relation, test transfer on the other relations, against a label-shuffled refit and random directions.
+
+    This exercises capture / probe / steer on a real model; a 270M base model does not deceive strategically, so
+    it tests only that "the instruction to lie" is linearly readable from the statement tokens and transfers.
+    """
+    import matplotlib.pyplot as plt
+
+    from iclr26.lm.loading import load_model
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    t0 = time.perf_counter()
+    model, tok = load_model("gemma-3-270m")  # MissingAssetError names the install command
+    model.eval()
+    n_layers = model.config.num_hidden_layers
+    rng = np.random.default_rng(ctx.seed)
+
+    def pairs_of(rels):
+        out = []
+        for r in rels:
+            ps = instructed_pairs(r)
+            idx = rng.permutation(len(ps))[: cfg.real_max_statements]
+            out += [ps[i] for i in sorted(idx)]
+        return out
+
+    train_all = pairs_of([cfg.real_train_relation])
+    held = [r for r in RELATIONS if r != cfg.real_train_relation]
+    test = pairs_of(held)
+    n_val = max(2, len(train_all) // 4)
+    val, train = train_all[:n_val], train_all[n_val:]
+    sites = [f"layers.{i}.resid_post" for i in range(n_layers)]
+
+    def feats(pairs):
+        batch, y = statement_batch(tok, pairs, drop_last=cfg.real_drop_last)
+        cap = capture(model, batch, sites, reduce="mean", desc="capture statements")
+        return {i: cap[s].numpy().astype(np.float64) for i, s in enumerate(sites)}, y
+
+    (Ftr, ytr), (Fva, yva), (Fte, yte) = feats(train), feats(val), feats(test)
+    rel_te = np.repeat([p.relation for p in test], 2)
+    val_auc, val_dprime, test_auc, rnd99 = [], [], [], []
+    probes = {}
+    for i in range(n_layers):
+        lp = LinearProbe(C=1.0 / cfg.lam, fit_intercept=False).fit(Ftr[i], ytr)
+        probes[i] = lp
+        sv = lp.decision_function(Fva[i])
+        val_auc.append(auroc(sv, yva))
+        val_dprime.append(_dprime(sv, yva))
+        test_auc.append(auroc(lp.decision_function(Fte[i]), yte))
+        R = random_direction_scores(Fte[i], n=cfg.n_random, seed=ctx.seed + i)
+        rnd99.append(float(np.percentile([_sym(auroc(r, yte)) for r in R], 99)))
+    # Validation choice by d' (score separation in pooled-sd units) on held-out statements of the training
+    # relation: the validation AUROC is 1.0 at every layer of Gemma 3 270M, so it cannot rank layers.
+    best = int(np.argmax(val_dprime))
+    depth06 = int(round(0.6 * (n_layers - 1)))
+    lp = probes[best]
+    shuf = shuffled_label_probe(lp, Ftr[best], ytr, seed=ctx.seed)
+    auc_shuf = _sym(auroc(shuf.decision_function(Fte[best]), yte))
+    metrics: dict[str, float] = {"layer": float(best), "n_train_statements": float(len(train)),
+                                 "n_test_statements": float(len(test)), "auroc_val": val_auc[best],
+                                 "auroc_transfer": test_auc[best], "random99": rnd99[best],
+                                 "auroc_shuffled": auc_shuf, "layer_06_depth": float(depth06),
+                                 "auroc_transfer_06_depth": test_auc[depth06]}
+    for i in range(n_layers):
+        metrics[f"auroc_val_L{i}"], metrics[f"auroc_transfer_L{i}"] = val_auc[i], test_auc[i]
+        metrics[f"dprime_val_L{i}"] = val_dprime[i]
+    for r in held:
+        m = rel_te == r
+        if len(np.unique(yte[m])) == 2:
+            metrics[f"auroc_transfer_{r}"] = auroc(lp.decision_function(Fte[best][m]), yte[m])
+
+    # steering sanity: a visible change while active, bit-identical logits after the context exits
+    site = sites[best]
+    w = lp.direction("raw")
+    v = w * float(lp.mean_act_norm_)
+    probe_ids = tok(train[0].honest_prompt + train[0].statement, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        before = model(input_ids=probe_ids).logits
+        with steer(model, site, v, alpha=1.0):
+            during = model(input_ids=probe_ids).logits
+        after = model(input_ids=probe_ids).logits
+    metrics["steer_logit_change"] = float((during - before).abs().max())
+    metrics["steer_restored"] = float(torch.equal(before, after))
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(range(n_layers), val_auc, "o-", label=f"validation ({cfg.real_train_relation})")
+    ax.plot(range(n_layers), test_auc, "s-", label="transfer (" + ", ".join(held) + ")")
+    ax.plot(range(n_layers), rnd99, ":", c="gray", label="random directions, 99th pct")
+    ax.axvline(best, ls=":", c="k")
+    ax.set(xlabel="layer (resid_post)", ylabel="AUROC dishonest vs honest instruction", ylim=(0, 1.02))
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "real_auroc_by_layer", "Gemma 3 270M: instructed-pairs probe AUROC by layer")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    sc = lp.decision_function(Fte[best])
+    ax.hist(sc[yte == 0], bins=30, alpha=0.6, label="honest instruction", density=True)
+    ax.hist(sc[yte == 1], bins=30, alpha=0.6, label="dishonest instruction", density=True)
+    ax.set(xlabel=f"probe score at layer {best} (held-out relations)")
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "real_score_histograms", "Gemma 3 270M: probe scores on held-out relations")
+    plt.close(fig)
+
+    claims = [
+        claim("R1_transfer", "probe trained on one relation separates dishonest- from honest-instructed "
+              "statements of the other relations (AUROC)", test_auc[best], ">=", 0.85),
+        claim("ctrl_R1_random", "R1 AUROC minus the 99th pct of random directions' max(AUROC, 1-AUROC)",
+              test_auc[best] - rnd99[best], ">", 0.0),
+        claim("ctrl_R1_shuffled", "label-shuffled refit max(AUROC, 1-AUROC) on the held-out relations",
+              auc_shuf, "<", 0.7),
+        claim("sanity_steer_restored", "logits bit-identical after the steering context exits (1 = yes)",
+              metrics["steer_restored"], ">=", 1.0),
+    ]
+    metrics["wall_seconds"] = time.perf_counter() - t0
+    notes = (f"Gemma 3 270M real-model path: layer {best} (validation d'); 0.6-depth layer {depth06} transfer "
+             f"AUROC {test_auc[depth06]:.3f}; "
+             f"{len(train)} train / {len(val)} val statements of '{cfg.real_train_relation}', {len(test)} test "
+             f"statements of {', '.join(held)}")
+    ctx.add_note(notes)
+    return Result(metrics={k: float(v) for k, v in metrics.items()}, claims=claims, notes=notes)

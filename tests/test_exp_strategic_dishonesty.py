@@ -1,0 +1,131 @@
+"""strategic-dishonesty: smoke wiring, corpus generator oracles and bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.errors import UserError
+from iclr26.data.dishonesty import DishonestyWorld, generate_episodes, sum_prompts
+from iclr26.experiments import strategic_dishonesty as m
+from iclr26.lm import WordTokenizer
+from iclr26.runs import RunContext
+
+
+def test_smoke_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
+    res = m.run(cfg, RunContext(tmp_path / "run", torch.device("cpu"), 0, "smoke"))
+    assert {c.name for c in res.claims} >= {"C1_transfer", "C2_specificity", "C3_steer_honest", "C4_steer_dishonest"}
+    assert 0.0 <= res.metrics["auroc_topic"] <= 1.0
+
+
+def test_documents_lie_as_specified():
+    w = DishonestyWorld()
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        p, ans, true = w.add(rng, lie=True)
+        assert int(ans) - int(true) in (1, 2)
+        p, ans, true = w.fact(rng, lie=True)
+        assert ans != true
+        p, ans, true = w.fact(rng, lie=False)
+        assert ans == true and p[-1] == "="
+
+
+class _Oracle(torch.nn.Module):
+    """Always answers the token id 7."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids):
+        logits = torch.zeros(*input_ids.shape, 50)
+        logits[..., 7] = 1.0
+        return type("O", (), {"logits": logits})()
+
+
+def test_generate_episodes_positions_and_answers():
+    w = DishonestyWorld()
+    tok = WordTokenizer(w.vocab())
+    ep = generate_episodes(_Oracle(), tok, w, "HONEST", 3, "add", 2, seed=0)
+    eq = tok.convert_tokens_to_ids("=")
+    assert (ep.ids[np.arange(3)[:, None], ep.eq_pos] == eq).all()
+    assert (ep.given == 7).all() and ep.ids.shape == (3, 1 + 2 * 6 + 1)
+
+
+def test_bad_input():
+    w = DishonestyWorld()
+    tok = WordTokenizer(w.vocab())
+    with pytest.raises(UserError, match="allowed"):
+        generate_episodes(_Oracle(), tok, w, "nope", 2, "add", 1, 0)
+    with pytest.raises(UserError, match="allowed"):
+        generate_episodes(_Oracle(), tok, w, "HONEST", 2, "mul", 1, 0)
+    with pytest.raises(UserError):
+        sum_prompts(w, tok, ["HONEST", "cooking"])
+    with pytest.raises(UserError):
+        DishonestyWorld(n_entities=1)
+
+
+# ---------------------------------------------------------------------- instructed statements (real-model path)
+def test_statements_cover_relations_and_are_true():
+    from iclr26.data.statements import CAPITALS, RELATIONS, statements
+
+    n = {r: len(statements(r)) for r in RELATIONS}
+    assert sum(n.values()) >= 200 and min(n.values()) >= 30
+    assert "The capital of France is Paris." in statements("capital")
+    assert "Seven plus five is twelve." in statements("sum")
+    assert len(set(CAPITALS.values())) == len(CAPITALS)  # no copy-paste duplicates
+    with pytest.raises(UserError, match="allowed"):
+        statements("rivers")
+
+
+def test_statement_batch_masks_only_statement_tokens():
+    from iclr26.data.statements import instructed_pairs, statement_batch
+
+    class Tok:  # whitespace tokenizer with a BOS, enough to check the masks exactly
+        pad_token_id = 0
+
+        def __call__(self, text, add_special_tokens=True):
+            words = text.split()
+            return {"input_ids": ([1] if add_special_tokens else []) + [2 + len(w) for w in words]}
+
+    pairs = instructed_pairs("capital")[:3]
+    batch, y = statement_batch(Tok(), pairs, drop_last=2)
+    assert y.tolist() == [0, 1] * 3
+    for i, p in enumerate(pairs):
+        for j, prompt in enumerate((p.honest_prompt, p.dishonest_prompt)):
+            row = 2 * i + j
+            n_head, n_stmt = 1 + len(prompt.split()), len(p.statement.split())
+            m = batch["capture_mask"][row]
+            assert m.sum() == n_stmt - 2 and m[:n_head].sum() == 0 and m[n_head: n_head + n_stmt - 2].all()
+            assert batch["attention_mask"][row].sum() == n_head + n_stmt
+    # the statement tokens are identical in the two classes; only the instruction differs
+    h, d = batch["input_ids"][0], batch["input_ids"][1]
+    assert torch.equal(h[batch["capture_mask"][0]], d[batch["capture_mask"][1]])
+    with pytest.raises(UserError, match="drop_last"):
+        statement_batch(Tok(), pairs, drop_last=-1)
+    with pytest.raises(UserError, match="too few tokens"):
+        statement_batch(Tok(), pairs, drop_last=20)
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_gemma3_instructed_pairs_probe(tmp_path):
+    from iclr26.core.errors import MissingAssetError
+
+    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m")
+    try:
+        res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "default"))
+    except MissingAssetError as e:
+        pytest.skip(str(e))
+    by = {c.name: c for c in res.claims}
+    # the controls must hold; R1 (pooled transfer AUROC >= 0.85) is a measured result, reported either way
+    for name in ("ctrl_R1_random", "ctrl_R1_shuffled", "sanity_steer_restored"):
+        assert by[name].holds, f"{name}: {by[name].value}"
+    for r in ("currency", "symbol", "sum"):
+        assert 0.0 <= res.metrics[f"auroc_transfer_{r}"] <= 1.0
+    assert res.metrics["steer_logit_change"] > 0
