@@ -12,7 +12,9 @@ Submodules (each is the one home of what it defines):
 - :mod:`~iclr26.interp.probes` — :class:`LinearProbe`, :class:`DiffMeansProbe`, AUROC / recall at a
   calibrated FPR / bootstrap intervals, label-shuffled and random-direction baselines;
 - :mod:`~iclr26.interp.interventions` — diff-of-means directions, steering, directional / unit / head
-  ablation and activation patching as composable context managers.
+  ablation and activation patching as composable context managers;
+- :mod:`~iclr26.interp.sae_edit` — :func:`sae_edit` (edit latents, keep the error term; SAEs and transcoders)
+  with the edit functions ``zero``, ``scale``, ``clamp``, ``add_scaled``.
 
 The names below are the entry points; everything else is imported from its submodule.
 """
@@ -29,7 +31,16 @@ from iclr26.interp.interventions import (
 )
 from iclr26.interp.matching import compare_saes, match_exact, match_sparse
 from iclr26.interp.probes import DiffMeansProbe, LinearProbe
-from iclr26.interp.sae import SparseDictionary, load_saelens, load_sparsify, sae_stats
+from iclr26.interp.sae import (
+    SparseDictionary,
+    load_circuit_tracer_transcoder,
+    load_dictionary_learning,
+    load_gemmascope,
+    load_saelens,
+    load_sparsify,
+    sae_stats,
+)
+from iclr26.interp.sae_edit import sae_edit
 from iclr26.interp.train import SAETrainer
 
 __all__ = [
@@ -54,8 +65,12 @@ __all__ = [
     "DiffMeansProbe",
     "LinearProbe",
     "SparseDictionary",
+    "load_circuit_tracer_transcoder",
+    "load_dictionary_learning",
+    "load_gemmascope",
     "load_saelens",
     "load_sparsify",
     "sae_stats",
+    "sae_edit",
     "SAETrainer",
 ]

@@ -7,7 +7,9 @@ and back to x_hat = (f W_dec + b_dec) / s. ``act`` is ReLU, TopK (ReLU then keep
 largest, as sparsify does), BatchTopK (keep the k·batch largest over the batch) or JumpReLU
 (keep pre where pre > θ). Loaders read SAELens folders (``cfg.json`` + ``sae_weights.safetensors``)
 and sparsify folders (``cfg.json`` + ``sae.safetensors``; encoder applied to x − b_dec except
-for transcoders, checked against sparsify 1.3.3), and our own ``cfg.json`` + ``sae.safetensors``.
+for transcoders, checked against sparsify 1.3.3), GemmaScope ``params.npz`` (JumpReLU, SAEs and transcoders),
+dictionary_learning folders (``ae.pt`` + ``config.json``), circuit-tracer ReLU transcoders (safetensors), and our
+own ``cfg.json`` + ``sae.safetensors``. Edits through a dictionary live in :mod:`iclr26.interp.sae_edit`.
 """
 
 from __future__ import annotations
@@ -359,3 +361,111 @@ def sae_stats(sae: SparseDictionary, X: torch.Tensor, batch: int = 4096) -> dict
         "dead_frac": float((freq == 0).float().mean()),
         "firing_freq": freq,
     }
+
+
+# ---------------------------------------------------------------------- more loaders
+def _array_dict(path: Path) -> dict[str, torch.Tensor]:
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:  # .npz of plain arrays; object arrays (pickles) are refused
+        return {k: torch.from_numpy(np.asarray(z[k], dtype=np.float32)) for k in z.files}
+
+
+def load_gemmascope(path: str | Path, site: str | None = None, output_site: str | None = None) -> SparseDictionary:
+    """Load a GemmaScope ``params.npz`` (``W_enc [d, n]``, ``b_enc``, ``W_dec [n, d_out]``, ``b_dec``,
+    ``threshold``): JumpReLU, pre = x·W_enc + b_enc, f = pre·[pre > θ], on raw (un-normalised) activations and
+    without subtracting b_dec. GemmaScope transcoders load the same way with ``output_site`` set.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "params.npz"
+    if not path.exists():
+        raise UserError(f"GemmaScope weights not found: {path} (expected a params.npz)")
+    t = _array_dict(path)
+    need = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold")
+    if missing := [k for k in need if k not in t]:
+        raise UserError(f"{path} lacks {missing}; a GemmaScope params.npz has {', '.join(need)}")
+    if bool((t["threshold"] < 0).any()):
+        raise UserError(f"{path}: negative JumpReLU thresholds are not supported (f = ReLU(pre)·[pre > θ] here)")
+    d_in, n = t["W_enc"].shape
+    sae = SparseDictionary(d_in, n, d_out=t["W_dec"].shape[1], activation="jumprelu", apply_b_dec_to_input=False,
+                           input_site=site, output_site=output_site or site)
+    return sae.load_tensors_({k: t[k] for k in need})
+
+
+DICTIONARY_LEARNING_CLASSES = ("AutoEncoder", "AutoEncoderTopK", "BatchTopKSAE", "JumpReluAutoEncoder")
+
+
+def load_dictionary_learning(folder: str | Path, site: str | None = None) -> SparseDictionary:
+    """Load a ``dictionary_learning`` folder (``ae.pt`` + ``config.json``): ``AutoEncoder`` (ReLU, b_dec = ``bias``
+    subtracted from the input), ``AutoEncoderTopK``, ``BatchTopKSAE`` (inference with its learned threshold:
+    f = ReLU(pre)·[ReLU(pre) > θ], as the library does by default) and ``JumpReluAutoEncoder``.
+
+    The library publishes only ``torch.save`` files; they are read with ``torch.load(weights_only=True)``, the
+    restricted unpickler that rebuilds tensors and refuses code. ``ae.safetensors`` is preferred when present.
+    """
+    folder = Path(folder)
+    st, pt = folder / "ae.safetensors", folder / "ae.pt"
+    if st.exists():
+        t = load_tensors(st)
+    elif pt.exists():
+        try:
+            t = torch.load(pt, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any refusal of the restricted loader is a format error here
+            raise UserError(f"{pt} is not a plain tensor state dict ({type(e).__name__}); refusing to unpickle it") from e
+    else:
+        raise UserError(f"{folder} is not a dictionary_learning folder: expected ae.pt (or ae.safetensors)")
+    cfg_path = folder / "config.json"
+    trainer = json.loads(cfg_path.read_text()).get("trainer", {}) if cfg_path.exists() else {}
+    cls = trainer.get("dict_class")
+    if cls is None:  # infer from the keys
+        cls = ("JumpReluAutoEncoder" if "W_enc" in t else "AutoEncoder" if "bias" in t
+               else "AutoEncoderTopK" if "k" in t else None)
+    if cls not in DICTIONARY_LEARNING_CLASSES:
+        raise UserError(f"dictionary_learning class {cls!r} is not supported; allowed: "
+                        f"{', '.join(DICTIONARY_LEARNING_CLASSES)}")
+    t = {k: v.float() if v.is_floating_point() else v for k, v in t.items()}
+    if cls == "JumpReluAutoEncoder":
+        d_in, n = t["W_enc"].shape
+        sae = SparseDictionary(d_in, n, activation="jumprelu",
+                               apply_b_dec_to_input=bool(trainer.get("apply_b_dec_to_input", False)),
+                               input_site=site, output_site=site)
+        return sae.load_tensors_({k: t[k] for k in ("W_enc", "b_enc", "W_dec", "b_dec", "threshold")})
+    n, d_in = t["encoder.weight"].shape
+    b_dec = t["bias"] if cls == "AutoEncoder" else t["b_dec"]
+    w = {"W_enc": t["encoder.weight"].T, "b_enc": t["encoder.bias"], "W_dec": t["decoder.weight"].T, "b_dec": b_dec}
+    if cls == "AutoEncoder":
+        sae = SparseDictionary(d_in, n, activation="relu", input_site=site, output_site=site)
+    elif cls == "AutoEncoderTopK":
+        sae = SparseDictionary(d_in, n, activation="topk", k=int(t["k"]), input_site=site, output_site=site)
+    else:
+        theta = float(t["threshold"])
+        if theta < 0:
+            raise UserError(f"{folder}: BatchTopKSAE without a learned threshold ({theta}) has no per-example "
+                            "inference rule; only thresholded BatchTopK is supported")
+        sae = SparseDictionary(d_in, n, activation="jumprelu", input_site=site, output_site=site)
+        w["threshold"] = torch.full((n,), theta)
+    return sae.load_tensors_(w)
+
+
+def load_circuit_tracer_transcoder(path: str | Path, input_site: str | None = None,
+                                   output_site: str | None = None) -> SparseDictionary:
+    """Load a circuit-tracer-style ReLU transcoder file (safetensors: ``W_enc [n, d]``, ``W_dec [d_out, n]``,
+    ``b_enc``, ``b_dec``, optional ``W_skip``): f = ReLU(x·W_encᵀ + b_enc), y = f·W_decᵀ + b_dec. A non-zero skip
+    connection cannot be expressed by a dictionary and raises; GemmaScope transcoders go through
+    :func:`load_gemmascope`.
+    """
+    t = load_tensors(path)
+    need = ("W_enc", "W_dec", "b_enc", "b_dec")
+    if missing := [k for k in need if k not in t]:
+        raise UserError(f"{path} lacks {missing}; a circuit-tracer transcoder has {', '.join(need)}")
+    if "log_thresholds" in t or "threshold" in t:
+        raise UserError(f"{path} is a JumpReLU transcoder; load GemmaScope params.npz with load_gemmascope")
+    if "W_skip" in t and bool(t["W_skip"].abs().max() > 0):
+        raise UserError(f"{path} has a non-zero skip connection W_skip, which a SparseDictionary cannot express")
+    n, d_in = t["W_enc"].shape
+    d_out = t["W_dec"].shape[0]
+    sae = SparseDictionary(d_in, n, d_out=d_out, activation="relu", apply_b_dec_to_input=False,
+                           input_site=input_site, output_site=output_site)
+    return sae.load_tensors_({"W_enc": t["W_enc"].T.float(), "b_enc": t["b_enc"].float(),
+                              "W_dec": t["W_dec"].T.float(), "b_dec": t["b_dec"].float()})
