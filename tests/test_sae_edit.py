@@ -99,8 +99,10 @@ def test_edit_functions():
     assert zero([0])(f)[..., 0].abs().sum() == 0
     assert torch.equal(scale(2, 5.0)(f)[..., 2], f[..., 2] * 5)
     assert torch.equal(clamp([1], 9.0)(f)[..., 1], torch.full((1, 2), 9.0))
-    g = add_scaled([0, 2], 0.5, ref="max")(f)  # max of latent 0 is 4, of latent 2 is 3
+    g = add_scaled([0, 2], 0.5, ref="latent_max")(f)  # max of latent 0 is 4, of latent 2 is 3
     assert torch.equal(g[..., 0], f[..., 0] + 2.0) and torch.equal(g[..., 2], f[..., 2] + 1.5)
+    h = add_scaled([1], 0.5, ref="max")(f)  # P10: the largest latent of the forward (4) for every edited latent
+    assert torch.equal(h[..., 1], f[..., 1] + 2.0) and torch.equal(h[..., 0], f[..., 0])
     assert torch.equal(g[..., 1], f[..., 1]) and torch.equal(f[0, 0], torch.tensor([0.0, 2.0, 1.0]))  # no mutation
     with pytest.raises(UserError, match="allowed"):
         add_scaled(0, 1.0, ref="mean")

@@ -12,7 +12,7 @@ For an SAE the input and output sites are the same; for a transcoder the latents
 
 Edit functions map latents ``[B, T, n]`` to edited latents of the same shape:
 ``zero(idx)``, ``scale(idx, factor)``, ``clamp(idx, value)`` and ``add_scaled(idx, k, ref)`` (f_j += k·ref, with
-``ref`` a number such as the latent's maximum over a dataset, or ``"max"`` for its maximum in the current forward).
+``ref`` ``"max"`` = the largest latent of the current forward, ``"latent_max"``, or a number).
 Positions follow :mod:`iclr26.interp.interventions` (``"all"``, ``"prompt"``, ``"generated"``, a mask or indices);
 latents at other positions are left as they are, so the write-back there is exactly zero.
 """
@@ -97,20 +97,24 @@ def clamp(idx: int | Sequence[int], value: float) -> _Edit:
 def add_scaled(idx: int | Sequence[int], k: float, ref: float | str = "max") -> _Edit:
     """``f_j += k · ref`` for each latent j in ``idx``.
 
-    ``ref``: a number (typically the latent's maximum activation over a reference dataset, as P10 steers with
-    ``k · max f``) or ``"max"``: the latent's maximum in the current forward (over batch and positions; during
-    KV-cached generation that is the current step only, so pass a number there).
+    ``ref``: ``"max"`` — the largest latent activation of the current forward over all latents and positions (the
+    rule of the SAE-bias paper, P10: f_j ← f_j + k·max(f)); ``"latent_max"`` — latent j's own maximum in the current
+    forward; or a number (e.g. the latent's maximum over a reference dataset). During KV-cached generation a forward
+    sees one position, so the two data-dependent refs change per step; pass a number to hold it fixed. ``k = 0`` is
+    the identity here (the P10 code uses k = 0 to mean ablation; use :func:`zero` for that).
     """
     k = float(k)
     if isinstance(ref, str):
-        if ref != "max":
-            raise UserError(f"add_scaled: ref={ref!r}; allowed: 'max' or a number")
+        if ref not in ("max", "latent_max"):
+            raise UserError(f"add_scaled: ref={ref!r}; allowed: 'max', 'latent_max' or a number")
     elif not isinstance(ref, int | float):
-        raise UserError(f"add_scaled: ref must be 'max' or a number, got {type(ref).__name__}")
+        raise UserError(f"add_scaled: ref must be 'max', 'latent_max' or a number, got {type(ref).__name__}")
 
     def fn(f, i):
         f = f.clone()
         if ref == "max":
+            r = f.amax().expand(i.numel())
+        elif ref == "latent_max":
             r = f[..., i].reshape(-1, i.numel()).amax(0)  # [len(idx)]
         else:
             r = torch.full((i.numel(),), float(ref), dtype=f.dtype, device=f.device)
