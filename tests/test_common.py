@@ -149,6 +149,16 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "C4_steer_dishonest": "steering toward dishonesty raises near-miss answers less than random directions "
         "(0.026 vs 0.194) (docs/strategic-dishonesty.md)",
     },
+    "mi-ue": {
+        "C1_miue_vs_em": "shallow victim: MI-UE 0.672 vs EM 0.659 clean test accuracy (+0.013, not <= -0.05) after "
+        "10 generation epochs at eps 16/255 (docs/mi-ue.md)",
+        "C1_both_vs_random": "EM and MI-UE cut accuracy by only ~0.12-0.13 below random noise (0.789), not 0.20",
+        "C2_mi_lowest": "Gaussian MI of MI-UE (13.0) is above EM's (12.4) for the shallow victim; covariance is lowest",
+        "C4_each_defense": "MI-UE <= EM under 1 of 4 defenses (cutout only); blur, median and 3-bit are +0.02-0.03",
+        "C4_effective_where_em_degrades": "no defense lifts EM by 0.10 (all within +-0.03), so the case never arises",
+        "sanity_source_fit_miue": "the MI-UE source model reaches 0.930 on x+delta (< 0.95) after 10 epochs",
+        "sanity_clean_victim": "the clean 15-epoch shallow victim on 4,000 14x14 images reaches 0.792 (< 0.80)",
+    },
     "functional-rectified-flow": {
         "reflow_keeps_modes": "the base FRF misses the 30% triangle mode by ~0.1 after 1000 steps (0.07 at the "
         "spec's 1200) and reflow inherits it: 0.159 at 2 steps (docs/functional-rectified-flow.md)",
@@ -175,6 +185,7 @@ def _fashion_mnist_or_skip() -> None:
 NEEDS_ASSET_AT_DEFAULT = {
     "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
     "nufilt": (_fashion_mnist_or_skip, "used_fashion_mnist", 1.0),
+    "mi-ue": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
 }
 
 
