@@ -1,0 +1,423 @@
+"""GNN Explanations that do not Explain and How to find Them (ICLR 2026, arXiv 2601.20815) — reproduction.
+
+Red/blue counting graphs (label 1 iff more blue than red nodes) with one isolated green and one isolated
+violet node. Two GSAT-style self-explainable GNNs (ACR-GNN extractor + linear classifier on the
+selected nodes) reach near-perfect accuracy: (a) an honest one whose extractor was supervised to select
+the red and blue nodes, and (b) a planted-degenerate one whose extractor selects green iff y = 1 and
+violet iff y = 0, so its explanation is a single marker node that says nothing about how the label is
+computed. Fixed-explanation metrics (Fid±, RFid±, CF-Fid, Suff/Nec) are compared between (a) and (b);
+EST re-runs the whole model on random extensions of the explanation and must flag (b) but not (a).
+Two end-to-end GSAT models (priors r = 0.7, 0.1) test whether degeneracy emerges naturally, and a
+BA + house/cycle graph-classification task from PyG's generator runs the same metrics on a motif model.
+Claims named ``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr26.core import param
+from iclr26.data.graphs import GREEN, VIOLET, ba_motif_graphs, color_count_graphs, split_indices
+from iclr26.graphs.faithfulness import (
+    cf_fidelity,
+    est,
+    explain,
+    fidelity,
+    plausibility_auroc,
+    robust_fidelity,
+    suff_nec,
+)
+from iclr26.graphs.segnn import SEGNN, pretrain_extractor, train_classifier, train_gsat
+from iclr26.runs import Result, RunContext, claim
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "Planted degenerate explanations on red/blue counting graphs with isolated green/violet markers: an\n"
+    "honest and a degenerate GSAT-style SE-GNN, both ~100% accurate. Fid-, Fid+, RFid+-, CF-Fid and\n"
+    "Suff/Nec rate the degenerate explanations as faithful as the honest ones; EST (keep the explanation,\n"
+    "drop half of the rest, re-run the full model, worst case over K draws) rejects them. Plus natural\n"
+    "GSAT training at two sparsity priors and a BA + house/cycle motif task from PyG's generator."
+)
+
+K_GRID = (1, 2, 5, 10, 20, 50)
+WORKLOAD = "small"  # tiny GNNs: one thread (iclr26.core.threads); the `threads` field overrides it
+
+
+@dataclass
+class Config:
+    n_graphs: int = param(2000, "red/blue counting graphs generated (train / val / test split below)",
+                          low=20, high=1_000_000)
+    n_train: int = param(1600, "training graphs", low=4, high=1_000_000)
+    n_val: int = param(200, "validation graphs (held out, unused by training; the rest are the test set)",
+                       low=0, high=1_000_000)
+    n_min: int = param(3, "fewest red (and fewest blue) nodes per graph", low=1, high=1000)
+    n_max: int = param(15, "most red (and most blue) nodes per graph", low=1, high=1000)
+    ba_m: int = param(2, "Barabási-Albert edges per new coloured node", low=1, high=20)
+    hidden: int = param(32, "hidden width of the ACR-GNN extractor", low=1, high=1024)
+    layers: int = param(2, "ACR-GNN layers of the extractor", low=1, high=8)
+    epochs: int = param(40, "epochs of extractor pretraining, classifier training and GSAT training", low=1,
+                        high=10_000)
+    batch_size: int = param(64, "graphs per training batch", low=1, high=100_000)
+    lr_extractor: float = param(1e-3, "Adam learning rate of extractor pretraining and GSAT training",
+                                low=0.0, high=1.0, low_open=True)
+    lr_classifier: float = param(5e-3, "Adam learning rate of the classifier on the frozen selection",
+                                 low=0.0, high=1.0, low_open=True)
+    natural_priors: list[float] = param([0.7, 0.1], "GSAT Bernoulli priors r of the natural (end-to-end) models",
+                                 min_len=0, max_len=8, elem_low=0.01, elem_high=0.99)
+    gsat_beta: float = param(1.0, "weight of the GSAT KL term", low=0.0, high=100.0)
+    threshold: float = param(0.5, "hard explanation R = {v : s_v >= threshold}", low=0.0, high=1.0,
+                             low_open=True, high_open=True)
+    extra_thresholds: list[float] = param([0.3, 0.7], "further thresholds at which EST rejection is reported",
+                                   min_len=0, max_len=8, elem_low=0.01, elem_high=0.99)
+    est_k: int = param(50, "EST perturbations K per graph (the K grid of the figure is cut at this)", low=1,
+                       high=10_000)
+    p_node: float = param(0.5, "EST: probability of dropping each node outside R", low=0.0, high=1.0,
+                          high_open=True)
+    p_edge: float = param(0.5, "EST: probability of dropping each undirected edge not inside R", low=0.0,
+                          high=1.0, high_open=True)
+    metric_samples: int = param(10, "random draws per graph of RFid+-, CF-Fid and Suff/Nec", low=1, high=10_000)
+    rfid_alpha_plus: float = param(0.1, "RFid+: probability of removing each node of R", low=0.0, high=1.0,
+                                   low_open=True, high_open=True)
+    rfid_alpha_minus: float = param(0.9, "RFid-: probability of removing each node outside R", low=0.0,
+                                    high=1.0, low_open=True, high_open=True)
+    ba_graphs: int = param(400, "BA + house/cycle graphs of the motif task (0 = skip it); 80% train", low=0,
+                           high=1_000_000)
+    ba_base: int = param(20, "BA base-graph nodes of the motif task", low=2, high=10_000)
+    ba_epochs: int = param(100, "epochs of extractor pretraining and classifier training on the motif task",
+                           low=1, high=10_000)
+    threads: int = param(1, "torch / BLAS threads during the run (1 is fastest for these tiny GNNs)", low=1,
+                         high=256)
+
+    def validate(self) -> None:
+        from iclr26.core.errors import UserError
+
+        if self.n_train + self.n_val >= self.n_graphs:
+            raise UserError(f"n_train={self.n_train} + n_val={self.n_val} must leave test graphs out of "
+                            f"n_graphs={self.n_graphs}")  # fmt: skip
+        if self.n_min > self.n_max:
+            raise UserError(f"n_min={self.n_min} > n_max={self.n_max}")
+        if self.ba_graphs and self.ba_graphs < 10:
+            raise UserError(f"ba_graphs={self.ba_graphs}: use 0 (skip) or at least 10")
+
+
+PRESETS = {
+    "smoke": {"n_graphs": 500, "n_train": 400, "n_val": 20, "epochs": 8, "est_k": 5, "metric_samples": 2,
+              "natural_priors": [0.1], "ba_graphs": 20, "ba_base": 8, "ba_epochs": 5},
+    "default": {},
+    "paper": {"n_graphs": 5000, "n_train": 4000, "n_val": 500, "n_min": 5, "n_max": 50, "epochs": 100,
+              "hidden": 64, "layers": 3, "est_k": 50, "metric_samples": 20, "ba_graphs": 2000},
+}  # fmt: skip
+
+
+def _accuracy(probs: torch.Tensor, graphs: list) -> float:
+    y = torch.cat([g.y for g in graphs])
+    return float((probs.argmax(1) == y).float().mean())
+
+
+def _gv_mass(scores: list) -> float:
+    """Share of the total node-score mass on the green and violet nodes (the last two of each graph)."""
+    tot = sum(float(s.sum()) for s in scores)
+    gv = sum(float(s[-2:].sum()) for s in scores)
+    return gv / tot if tot > 0 else float("nan")
+
+
+def _evaluate(model, test: list, cfg: Config, seed: int, truth: str = "relevant", markers: bool = True) -> dict:
+    """All metrics of one model on the test graphs, plus per-graph EST for the figures."""
+    probs, scores, masks = explain(model, test, threshold=cfg.threshold)
+    m: dict = {"acc": _accuracy(probs, test)}
+    finite = all(bool(torch.isfinite(s).all()) for s in scores)  # a diverged training gives NaN scores
+    m["plausibility_auroc"] = plausibility_auroc(scores, [g[truth] for g in test]) if finite else float("nan")
+    if markers:
+        m["gv_mass"] = _gv_mass(scores)
+    m["mean_R_size"] = float(np.mean([float(r.sum()) for r in masks]))
+    m.update(fidelity(model, test, threshold=cfg.threshold))
+    m.update(robust_fidelity(model, test, alpha_plus=cfg.rfid_alpha_plus, alpha_minus=cfg.rfid_alpha_minus,
+                             samples=cfg.metric_samples, threshold=cfg.threshold, seed=seed))  # fmt: skip
+    m["cf_fid"] = cf_fidelity(model, test, samples=cfg.metric_samples, threshold=cfg.threshold, seed=seed)
+    m.update(suff_nec(model, test, samples=cfg.metric_samples, threshold=cfg.threshold, seed=seed))
+    kw = dict(K=cfg.est_k, p_node=cfg.p_node, p_edge=cfg.p_edge, seed=seed)
+    e = est(model, test, threshold=cfg.threshold, **kw)
+    m["est_score"], m["est_rejection"], m["est_skip_rate"] = e.mean_score(), e.rejection_rate(), e.skip_rate
+    for k in K_GRID:
+        if k <= cfg.est_k:
+            m[f"est_rejection_K{k}"] = e.rejection_rate(k)
+    for c, v in e.per_class().items():
+        m[f"est_rejection_class{c}"] = v
+    m["est_frozen_rejection"] = est(model, test, threshold=cfg.threshold, frozen=True, **kw).rejection_rate()
+    tv = est(model, test, threshold=cfg.threshold, distance="tv", **kw)
+    m["est_tv_score"] = tv.mean_score()
+    for t in cfg.extra_thresholds:
+        m[f"est_rejection_thr{t:g}"] = est(model, test, threshold=t, **kw).rejection_rate()
+    if markers:
+        # diagnostic: the same test with both marker nodes always kept, so no perturbed graph lacks a marker
+        # (training never showed one); what is left is the re-counting of the thinned coloured nodes
+        keep = [r.clone() for r in masks]
+        for r in keep:
+            r[-2:] = True
+        m["est_rejection_markers_kept"] = est(model, test, masks=[k if r.any() else r for k, r in
+                                                                  zip(keep, masks, strict=True)], **kw).rejection_rate()  # fmt: skip
+    return {"metrics": m, "est": e, "scores": scores}
+
+
+def _random_masks(test: list, sizes: list[int], seed: int) -> list[torch.Tensor]:
+    """Uniformly random explanations with the given node counts (one per graph)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g, k in zip(test, sizes, strict=True):
+        m = torch.zeros(g.x.shape[0], dtype=torch.bool)
+        m[rng.choice(g.x.shape[0], size=max(1, min(k, g.x.shape[0])), replace=False)] = True
+        out.append(m)
+    return out
+
+
+def run(cfg: Config, ctx: RunContext) -> Result:
+    t_all, cpu_all = time.perf_counter(), time.process_time()
+    seed = ctx.seed
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    graphs = color_count_graphs(cfg.n_graphs, n_min=cfg.n_min, n_max=cfg.n_max, m=cfg.ba_m, seed=seed)
+    tr, _, te = split_indices(cfg.n_graphs, cfg.n_train, cfg.n_val, seed=seed + 1)
+    train, test = [graphs[i] for i in tr], [graphs[i] for i in te]
+    timings["data"] = time.perf_counter() - t
+
+    def new_model(classifier: str = "linear", d_in: int = 4) -> SEGNN:
+        torch.manual_seed(seed)  # same initial weights for every variant
+        return SEGNN(d_in, 2, hidden=cfg.hidden, layers=cfg.layers, classifier=classifier, threshold=cfg.threshold)
+
+    tk = dict(epochs=cfg.epochs, batch_size=cfg.batch_size, seed=seed)
+    models: dict[str, SEGNN] = {}
+    for name, target in (("sufficient", "relevant"), ("degenerate", "degenerate_target")):
+        t = time.perf_counter()
+        mdl = new_model()
+        pretrain_extractor(mdl, train, target, lr=cfg.lr_extractor, **tk)
+        train_classifier(mdl, train, lr=cfg.lr_classifier, **tk)
+        models[name] = mdl
+        timings[f"train_{name}"] = time.perf_counter() - t
+    for r in cfg.natural_priors:
+        t = time.perf_counter()
+        mdl = new_model()
+        train_gsat(mdl, train, r=r, beta=cfg.gsat_beta, lr=cfg.lr_extractor, **tk)
+        models[f"natural_r{r:g}"] = mdl
+        timings[f"train_natural_r{r:g}"] = time.perf_counter() - t
+
+    ev = {}
+    for name, mdl in models.items():
+        t = time.perf_counter()
+        ev[name] = _evaluate(mdl, test, cfg, seed + 10_000)
+        timings[f"eval_{name}"] = time.perf_counter() - t
+    metrics: dict[str, float] = {}
+    for name, e in ev.items():
+        for k, v in e["metrics"].items():
+            metrics[f"{name}_{k}"] = float(v)
+
+    # controls: a random one-node explanation (the degenerate model's size) for the honest model, scored by
+    # Fid- and by EST. (Random masks of the honest model's own size are useless here: its R is every node
+    # but the two markers, so a random mask of that size is nearly the same set.)
+    A, B = ev["sufficient"]["metrics"], ev["degenerate"]["metrics"]
+    rnd = _random_masks(test, [1] * len(test), seed + 55)
+    metrics["ctrl_random_fid_minus"] = fidelity(models["sufficient"], test, masks=rnd)["fid_minus"]
+    metrics["ctrl_random_est_rejection"] = est(models["sufficient"], test, K=cfg.est_k, p_node=cfg.p_node,
+                                               p_edge=cfg.p_edge, masks=rnd, seed=seed + 10_000).rejection_rate()  # fmt: skip
+
+    # the BA + house/cycle motif task (PyG generator): an honest planted model with a GNN classifier
+    ba = None
+    if cfg.ba_graphs:
+        t = time.perf_counter()
+        bg = ba_motif_graphs(cfg.ba_graphs, n_base=cfg.ba_base, seed=seed + 3)
+        n_tr = int(0.8 * len(bg))
+        mdl = new_model("gnn", d_in=2)
+        tb = dict(tk, epochs=cfg.ba_epochs)
+        pretrain_extractor(mdl, bg[:n_tr], "relevant", lr=cfg.lr_extractor, **tb)
+        train_classifier(mdl, bg[:n_tr], lr=cfg.lr_classifier, **tb)
+        ba = _evaluate(mdl, bg[n_tr:], cfg, seed + 20_000, markers=False)
+        for k, v in ba["metrics"].items():
+            metrics[f"ba_motif_{k}"] = float(v)
+        timings["ba_motif"] = time.perf_counter() - t
+
+    claims = _claims(cfg, metrics, A, B, ev)
+    _figures(ctx, cfg, ev, test)
+    for k, v in timings.items():
+        metrics[f"time_{k}_s"] = v
+    metrics["wall_time_s"] = time.perf_counter() - t_all
+    metrics["cpu_time_s"] = time.process_time() - cpu_all
+    # a rate over zero graphs (every explanation empty, so EST skipped them all) is undefined: left out
+    undefined = sorted(k for k, v in metrics.items() if not np.isfinite(v))
+    metrics = {k: v for k, v in metrics.items() if k not in undefined}
+    notes = [f"Test graphs: {len(test)}; EST K={cfg.est_k}, p_node={cfg.p_node}, p_edge={cfg.p_edge}, "
+             f"threshold {cfg.threshold}."]  # fmt: skip
+    for r in cfg.natural_priors:
+        mass = ev[f"natural_r{r:g}"]["metrics"]["gv_mass"]
+        if not mass >= 0.5:
+            notes.append(f"Natural GSAT r={r:g}: {mass:.0%} of the score mass on G/V; degeneracy not observed "
+                         "at this scale.")  # fmt: skip
+    if undefined:
+        notes.append("Undefined (every explanation empty, EST skipped all graphs), left out of the metrics: "
+                     + ", ".join(undefined) + ".")  # fmt: skip
+    return Result(metrics=metrics, claims=claims, notes=" ".join(notes))
+
+
+# (metric, direction, label): direction +1 = higher means more faithful, -1 = lower means more faithful
+FIXED_METRICS = (("fid_minus", -1, "Fid-"), ("fid_plus", +1, "Fid+"), ("rfid_minus", -1, "RFid-"),
+                 ("rfid_plus", +1, "RFid+"), ("cf_fid", +1, "CF-Fid"))  # fmt: skip
+
+
+def _claims(cfg: Config, metrics: dict, A: dict, B: dict, ev: dict) -> list:
+    cl = []
+    for name, M in (("sufficient", A), ("degenerate", B)):
+        cl.append(claim(f"C1_acc_{name}", f"C1: the planted-{name} SE-GNN reaches >= 0.97 test accuracy",
+                        M["acc"], ">=", 0.97))  # fmt: skip
+    fooled = 0
+    for key, direction, label in FIXED_METRICS:
+        # how much less faithful (b) looks than (a) by this metric; <= 0.1 means "rated at least as faithful"
+        gap = (B[key] - A[key]) if direction < 0 else (A[key] - B[key])
+        fooled += gap <= 0.1
+        cl.append(claim(f"C2_{key}", f"C2: {label} rates the degenerate explanations at least as faithful as the "
+                        "honest ones, up to 0.1", gap, "<=", 0.1,
+                        detail=f"honest {A[key]:.3f}, degenerate {B[key]:.3f}"))  # fmt: skip
+    cl.append(claim("C2_fid_minus_abs", "C2: Fid- of the degenerate model <= 0.05 (R looks sufficient)",
+                    B["fid_minus"], "<=", 0.05))  # fmt: skip
+    cl.append(claim("C2_most_fooled", "C2: most (>= 3 of 5) of Fid-, Fid+, RFid-, RFid+, CF-Fid are fooled",
+                    fooled, ">=", 3))  # fmt: skip
+    for key, direction, label in (("suff", -1, "Suff"), ("nec", +1, "Nec")):
+        gap = (B[key] - A[key]) if direction < 0 else (A[key] - B[key])
+        cl.append(claim(f"C2_{key}", f"C2 (not in the spec's list, reported): {label} rates the degenerate "
+                        "explanations at least as faithful, up to 0.1", gap, "<=", 0.1, gated=False,
+                        detail=f"honest {A[key]:.3f}, degenerate {B[key]:.3f}"))  # fmt: skip
+    ra, rb = A["est_rejection"], B["est_rejection"]
+    cl.append(claim("C3_rej_degenerate", f"C3: EST (K={cfg.est_k}) rejects >= 50% of the degenerate "
+                    "explanations", rb, ">=", 0.5, detail=f"mean EST score {B['est_score']:.3f}"))  # fmt: skip
+    cl.append(claim("C3_rej_gap", "C3: EST rejection of the degenerate model exceeds the honest one's by >= 0.3",
+                    rb - ra, ">=", 0.3))  # fmt: skip
+    cl.append(claim("C3_rej_sufficient", "C3: EST rejects <= 10% of the honest explanations", ra, "<=", 0.1,
+                    detail=f"mean EST score {A['est_score']:.3f}"))  # fmt: skip
+    for r in cfg.natural_priors:
+        M = ev[f"natural_r{r:g}"]["metrics"]
+        if M["gv_mass"] >= 0.5:
+            cl.append(claim(f"C5_natural_r{r:g}", f"C5: the natural GSAT model (r={r:g}) put >= 50% of its score mass "
+                            "on G/V, so EST must reject >= 50% of it", M["est_rejection"], ">=", 0.5,
+                            detail=f"G/V mass {M['gv_mass']:.2f}, acc {M['acc']:.3f}"))  # fmt: skip
+        else:
+            cl.append(claim(f"C5_natural_r{r:g}", f"C5 (emergence, reported): the natural GSAT model (r={r:g}) puts "
+                            ">= 50% of its score mass on G/V", M["gv_mass"], ">=", 0.5, gated=False,
+                            detail=f"not observed at this scale; EST rejection {M['est_rejection']:.3f}, "
+                                   f"acc {M['acc']:.3f}"))  # fmt: skip
+    grid = [B[f"est_rejection_K{k}"] for k in K_GRID if k <= cfg.est_k]
+    steps = np.diff(grid) if len(grid) > 1 else np.zeros(1)
+    cl.append(claim("C6_monotone_in_K", "C6: EST rejection of the degenerate model is non-decreasing in K "
+                    f"(min step over K in {K_GRID[: len(grid)]})", float(steps.min()), ">=", 0.0,
+                    detail=", ".join(f"{g:.2f}" for g in grid)))  # fmt: skip
+    # ---- controls and sanity checks
+    cl.append(claim("ctrl_est_frozen", "control: EST-frozen (node scores copied from G, extractor not re-run) "
+                    "rejects <= 10% of the degenerate explanations: re-running the extractor is what catches them",
+                    B["est_frozen_rejection"], "<=", 0.1))  # fmt: skip
+    cl.append(claim("ctrl_random_fid_minus", "control: Fid- can fail: random one-node explanations "
+                    "get Fid- >= 0.1 on the honest model", metrics["ctrl_random_fid_minus"], ">=", 0.1))  # fmt: skip
+    cl.append(claim("ctrl_random_est", "control: EST can reject the honest model: with random one-node "
+                    "explanations it rejects >= 50%", metrics["ctrl_random_est_rejection"], ">=", 0.5))  # fmt: skip
+    cl.append(claim("sanity_plant_sufficient", "sanity: the honest extractor selects red/blue (node-score AUROC "
+                    ">= 0.95)", A["plausibility_auroc"], ">=", 0.95))  # fmt: skip
+    cl.append(claim("sanity_plant_degenerate", "sanity: the degenerate extractor puts >= 90% of its score mass "
+                    "on G/V", B["gv_mass"], ">=", 0.9))  # fmt: skip
+    cl.append(claim("sanity_skip_rate", "sanity: EST skips (empty R) <= 5% of graphs for both planted models",
+                    max(A["est_skip_rate"], B["est_skip_rate"]), "<=", 0.05))  # fmt: skip
+    if "ba_motif_acc" in metrics:
+        cl.append(claim("sanity_ba_motif_acc", "sanity (reported): the honest motif model on BA + house/cycle "
+                        "graphs reaches >= 0.9 test accuracy", metrics["ba_motif_acc"], ">=", 0.9, gated=False))  # fmt: skip
+        cl.append(claim("sanity_ba_motif_est", "sanity (reported): EST rejects <= 10% of the honest motif "
+                        "explanations", metrics["ba_motif_est_rejection"], "<=", 0.1, gated=False,
+                        detail=f"plausibility AUROC {metrics['ba_motif_plausibility_auroc']:.3f}"))  # fmt: skip
+    return cl
+
+
+def _figures(ctx: RunContext, cfg: Config, ev: dict, test: list) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(ev)
+    keys = [("fid_minus", "Fid−"), ("fid_plus", "Fid+"), ("rfid_minus", "RFid−"), ("rfid_plus", "RFid+"),
+            ("cf_fid", "CF-Fid"), ("suff", "Suff"), ("nec", "Nec"), ("est_score", "EST score"),
+            ("est_rejection", "EST rej."), ("est_frozen_rejection", "EST-frozen rej.")]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    w = 0.8 / len(names)
+    for j, n in enumerate(names):
+        vals = [ev[n]["metrics"][k] for k, _ in keys]
+        ax.bar(np.arange(len(keys)) + j * w, vals, w, label=n)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - w / 2, [lab for _, lab in keys], rotation=20)
+    ax.set_ylabel("value")
+    ax.legend(fontsize=8)
+    ax.set_title("Faithfulness metrics per SE-GNN (↓ better: Fid−, RFid−, Suff, EST; ↑ better: Fid+, RFid+, CF-Fid, Nec)",
+                 fontsize=9)  # fmt: skip
+    ctx.save_figure(fig, "metrics", "Every metric per model; fixed-explanation metrics barely separate the "
+                    "honest from the degenerate model, EST does.")  # fmt: skip
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ks = [k for k in K_GRID if k <= cfg.est_k]
+    for n in names:
+        ax.plot(ks, [ev[n]["metrics"][f"est_rejection_K{k}"] for k in ks], "o-", label=n)
+    ax.set_xscale("log")
+    ax.set_xlabel("K (perturbations)")
+    ax.set_ylabel("EST rejection")
+    ax.legend(fontsize=8)
+    ctx.save_figure(fig, "rejection_vs_k", "EST rejection against the number of perturbations K.")
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    gap = np.array([abs(int(g.n_blue) - int(g.n_red)) for g in test])
+    for n in ("sufficient", "degenerate"):
+        s = ev[n]["est"].score.numpy()
+        ax.scatter(gap + (0.15 if n == "degenerate" else -0.15), s, s=8, alpha=0.6, label=n)
+    ax.set_xlabel("|n_B − n_R|")
+    ax.set_ylabel("per-graph EST score")
+    ax.legend(fontsize=8)
+    ctx.save_figure(fig, "est_vs_margin", "Per-graph EST score against the count margin: the degenerate "
+                    "model's explanation fails most where the counts are close.")  # fmt: skip
+
+    _draw_examples(ctx, ev, test, plt)
+
+
+def _layout(g) -> np.ndarray:
+    n = g.x.shape[0]
+    try:
+        import networkx as nx
+
+        G = nx.Graph()
+        G.add_nodes_from(range(n - 2))
+        G.add_edges_from(g.edge_index.t().tolist())
+        pos = nx.spring_layout(G, seed=0)
+        xy = np.array([pos[i] for i in range(n - 2)])
+    except ImportError:  # a circle when networkx is absent
+        a = np.linspace(0, 2 * np.pi, n - 2, endpoint=False)
+        xy = np.c_[np.cos(a), np.sin(a)]
+    return np.r_[xy, [[1.5, 0.4], [1.5, -0.4]]]  # G and V to the right
+
+
+def _draw_examples(ctx: RunContext, ev: dict, test: list, plt) -> None:
+    colours = {0: "tab:red", 1: "tab:blue", GREEN: "tab:green", VIOLET: "tab:purple"}
+    ys = [int(g.y) for g in test]
+    margin = [abs(int(g.n_blue) - int(g.n_red)) for g in test]
+    picks = [ys.index(1) if 1 in ys else 0, ys.index(0) if 0 in ys else 0, int(np.argmin(margin))]
+    fig, axes = plt.subplots(2, len(picks), figsize=(4 * len(picks), 7), squeeze=False)
+    for row, n in enumerate(("sufficient", "degenerate")):
+        for col, i in enumerate(picks):
+            g, s, ax = test[i], ev[n]["scores"][i].numpy(), axes[row, col]
+            xy = _layout(g)
+            for u, v in g.edge_index.t().tolist():
+                if u < v:
+                    ax.plot(*xy[[u, v]].T, color="0.75", lw=0.6, zorder=1)
+            c = [colours[int(k)] for k in g.x.argmax(1)]
+            ax.scatter(*xy.T, c=c, s=40 + 160 * s, edgecolors=["k" if v >= 0.5 else "none" for v in s],
+                       linewidths=1.5, zorder=2)  # fmt: skip
+            ax.set_title(f"{n}: n_R={int(g.n_red)}, n_B={int(g.n_blue)}, y={int(g.y)}", fontsize=9)
+            ax.axis("off")
+    ctx.save_figure(fig, "examples", "Test graphs: node colour = feature, size = node score, black ring = in R. "
+                    "The honest model selects every red and blue node, the degenerate one a single marker.")  # fmt: skip
+
+
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "run"]
