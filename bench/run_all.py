@@ -18,6 +18,8 @@ SCRIPTS = [
     ["merging_vs_fusionbench.py", "--hidden", "128", "--layers", "2", "--tasks", "4", "--wudi-iters", "20"],
     ["fdfi_vs_official.py"],
     ["interp_part2.py", "--threads", "1", "--repeats", "5"],
+    ["poisoning.py"],
+    ["est.py"],
 ]
 
 
