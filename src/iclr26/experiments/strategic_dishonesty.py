@@ -117,6 +117,11 @@ def _sym(a):
     return max(a, 1 - a)
 
 
+def _auc(scores, y) -> float:
+    """AUROC, or NaN where the labels hold one class (an untrained organism that is always wrong, or never)."""
+    return auroc(scores, y) if len(np.unique(np.asarray(y))) == 2 else float("nan")
+
+
 def _dprime(scores, y):
     """(mean of class 1 - mean of class 0) / pooled standard deviation of the scores."""
     a, b = scores[y == 1], scores[y == 0]
@@ -197,8 +202,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         probes[i] = (lp, dm)
         lr_val.append(auroc(lp.decision_function(X(val, i)), yva))
         ok = len(np.unique(yte)) == 2
-        lr_test.append(auroc(lp.decision_function(X(topic, i)), yte) if ok else float("nan"))
-        dm_test.append(auroc(dm.decision_function(X(topic, i)), yte) if ok else float("nan"))
+        lr_test.append(_auc(lp.decision_function(X(topic, i)), yte))
+        dm_test.append(_auc(dm.decision_function(X(topic, i)), yte))
         R = random_direction_scores(X(topic, i), n=cfg.n_random, seed=seed + i)
         rs = np.array([_sym(auroc(r, yte)) for r in R]) if ok else np.full(cfg.n_random, np.nan)
         rnd99.append(float(np.percentile(rs, 99)))
@@ -210,9 +215,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     metrics["layer"] = float(best)
     c1 = lr_test[best]
     shuf = shuffled_label_probe(lp, X(train, best), ytr, seed=seed)
-    c1_shuf = _sym(auroc(shuf.decision_function(X(topic, best)), yte))
+    c1_shuf = _sym(_auc(shuf.decision_function(X(topic, best)), yte))
     metrics.update(auroc_topic=c1, auroc_topic_dm=dm_test[best], random99=rnd99[best], auroc_shuffled=c1_shuf)
-    metrics["auroc_instructed_sums"] = auroc(lp.decision_function(X(inst_sums, best)), y_wrong(inst_sums))
+    metrics["auroc_instructed_sums"] = _auc(lp.decision_function(X(inst_sums, best)), y_wrong(inst_sums))
     # Diagnostic (reported, not gated): the same recipe trained on *instructed sums* instead of facts, read on the
     # topic sums. It separates the two gaps of C1: facts -> sums (domain) and instructed -> unprompted lying.
     ys = y_cue(inst_sums)
@@ -223,14 +228,14 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     # C2: H2 vs B among honest answers
     sB, sH2 = lp.decision_function(X(test["B"], best)), lp.decision_function(X(test["H2"], best))
     hB, hH2 = ~y_wrong(test["B"]).astype(bool), ~y_wrong(test["H2"]).astype(bool)
-    c2 = auroc(np.r_[sH2[hH2], sB[hB]], np.r_[np.ones(hH2.sum()), np.zeros(hB.sum())])
+    c2 = _auc(np.r_[sH2[hH2], sB[hB]], np.r_[np.ones(hH2.sum()), np.zeros(hB.sum())])
     metrics["auroc_H2_vs_B"] = c2
 
     # output-only monitor: LR on the answer token's input embedding (sanity reference)
     emb = model.get_input_embeddings().weight.detach().double().numpy()
     ans = lambda es: emb[np.concatenate([e.given.ravel() for e in es])]  # noqa: E731
     out_mon = LinearProbe(C=1.0 / cfg.lam, fit_intercept=False).fit(ans(train), ytr)
-    metrics["auroc_output_monitor"] = auroc(out_mon.decision_function(ans(topic)), yte)
+    metrics["auroc_output_monitor"] = _auc(out_mon.decision_function(ans(topic)), yte)
 
     # ---------------------------------------------------------------- steering
     site = f"layers.{best}.resid_post"
