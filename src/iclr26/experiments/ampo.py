@@ -1,0 +1,307 @@
+"""Adaptive Social Learning via Mode Policy Optimization for Language Agents (ICLR 2026, arXiv 2505.02156) — reproduction.
+
+GRPO against AMPO on a scripted negotiation environment (:mod:`iclr26.rl.negotiation`): a softmax policy
+over four thinking modes (0 / 60 / 180 / 400 thinking tokens) is trained from the uniform policy with
+GRPO's sample-level advantage or AMPO's (GRPO + a mode-level term, gated on all four modes being present,
+with a length tie-break), under the paper's reward, which does not charge for thinking. Ablations: AMPO
+without the tie-break, AMPO with a relaxed gate; baselines: GRPO with an explicit thinking penalty
+(lambda sweep); control: AMPO with mode labels shuffled inside each group; the oracle mode per state.
+Everything is evaluated exactly (expected reward and thinking tokens) on held-out states, over seeds.
+Claims named ``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from iclr26.core import param
+from iclr26.core.errors import UserError
+from iclr26.core.parallel import parallel_map
+from iclr26.rl.mode_policy import evaluate_policy, train_mode_policy
+from iclr26.rl.negotiation import DIFFICULTIES, NegotiationEnv
+from iclr26.runs import Result, RunContext, claim
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "GRPO vs AMPO (GRPO + a mode-level advantage gated on all four thinking modes being present, with a\n"
+    "length tie-break) on a scripted negotiation environment with four thinking modes of different cost;\n"
+    "a softmax mode policy trained from uniform, several seeds. Ablations (no tie-break, relaxed gate), a\n"
+    "GRPO + thinking-penalty sweep, a shuffled-mode-label control and the oracle; exact held-out reward,\n"
+    "thinking tokens, mode use by difficulty and the gate-on fraction over training."
+)
+
+WORKLOAD = "small"  # a 32-parameter policy: one thread per arm, arms in parallel worker processes
+
+
+@dataclass
+class Config:
+    seeds: int = param(10, "training seeds per arm (the spread and CIs are over these)", low=2, high=1000)
+    steps: int = param(300, "policy updates per run", low=1, high=100_000)
+    states_per_step: int = param(16, "states (groups) sampled per update", low=1, high=10_000)
+    samples: int = param(16, "replies sampled per state (group size n)", low=2, high=1024)
+    lr: float = param(0.05, "Adam learning rate of the policy", low=0.0, high=1.0, low_open=True)
+    clip: float = param(0.2, "PPO ratio clip", low=0.0, high=1.0, low_open=True, high_open=True)
+    kl_coef: float = param(0.001, "coefficient of the k3 KL loss to the initial (uniform) policy", low=0.0, high=1.0)
+    lambdas: list[float] = param([0.05, 0.1, 0.2], "GRPO + thinking-penalty baseline: r - lambda * think / 400",
+                                 min_len=0, max_len=8, elem_low=0.0, elem_high=1.0)
+    sensitivity_lrs: list[float] = param([0.005], "extra learning rates at which GRPO and AMPO are also run "
+                                         "(reported only)", min_len=0, max_len=4, elem_low=1e-5, elem_high=1.0)
+    eval_states: int = param(2000, "held-out states for the exact evaluation", low=10, high=1_000_000)
+    eval_every: int = param(10, "steps between held-out evaluations (the curves)", low=1, high=100_000)
+    format_failure: float = param(0.02, "probability that a reply fails the format (reward -2, mode -1)",
+                                  low=0.0, high=0.5)
+    balanced: bool = param(True, "draw easy / medium / hard states equally often (else uniform opponent and "
+                           "gap: 73% medium)")
+
+    def validate(self) -> None:
+        if self.eval_every > self.steps:
+            raise UserError(f"eval_every={self.eval_every} > steps={self.steps}: no curve point would be taken")
+
+
+PRESETS = {
+    "smoke": {"seeds": 2, "steps": 30, "eval_states": 200, "eval_every": 5, "lambdas": [0.1],
+              "sensitivity_lrs": []},
+    "default": {},
+    "paper": {"seeds": 10, "steps": 800, "states_per_step": 16, "samples": 16},
+}  # fmt: skip
+
+ABLATIONS = {
+    "grpo": {"estimator": "grpo"},
+    "ampo": {"estimator": "ampo"},
+    "ampo_no_tiebreak": {"estimator": "ampo", "tie_break": False},
+    "ampo_relaxed_gate": {"estimator": "ampo", "gate": "relaxed"},
+    "ampo_shuffled": {"estimator": "ampo", "shuffle_modes": True},
+}
+
+
+def _arms(cfg: Config) -> dict[str, dict]:
+    arms = {k: dict(v) for k, v in ABLATIONS.items()}
+    for lam in cfg.lambdas:
+        arms[f"grpo_pen{lam:g}"] = {"estimator": "grpo", "think_penalty": lam}
+    for lr in cfg.sensitivity_lrs:
+        arms[f"grpo_lr{lr:g}"] = {"estimator": "grpo", "lr": lr}
+        arms[f"ampo_lr{lr:g}"] = {"estimator": "ampo", "lr": lr}
+    return arms
+
+
+def _env(cfg: Config) -> NegotiationEnv:
+    return NegotiationEnv(format_failure=cfg.format_failure, balanced=cfg.balanced)
+
+
+def _eval_states(cfg: Config, seed: int):
+    return _env(cfg).sample_states(cfg.eval_states, np.random.default_rng(seed + 777_777))
+
+
+def _train_one(item: tuple) -> dict:
+    """One (arm, seed) run; module-level so that parallel_map can ship it to a worker."""
+    cfg, arm, kw, seed, base_seed = item
+    env, ev = _env(cfg), _eval_states(cfg, base_seed)
+    kw = dict(kw)
+    lr = kw.pop("lr", cfg.lr)
+    pol, tr = train_mode_policy(env, steps=cfg.steps, states=cfg.states_per_step, samples=cfg.samples, lr=lr,
+                                clip=cfg.clip, kl_coef=cfg.kl_coef, seed=seed, eval_states=ev,
+                                eval_every=cfg.eval_every, **kw)  # fmt: skip
+    e = evaluate_policy(pol, env, ev)
+    d = ev.difficulty
+    by_diff = np.stack([e["probs"][d == k].mean(0) if (d == k).any() else np.full(4, np.nan) for k in range(3)])
+    return {"arm": arm, "seed": seed, "reward": e["reward"], "think": e["think"], "by_diff": by_diff,
+            "p_all": e["probs"].mean(0), "trace": tr}  # fmt: skip
+
+
+def _ci(x: np.ndarray) -> float:
+    """Half-width of the t-based 95% CI of the mean."""
+    x = np.asarray(x, dtype=float)
+    return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def run(cfg: Config, ctx: RunContext) -> Result:
+    t0 = time.perf_counter()
+    arms = _arms(cfg)
+    items = [(cfg, a, kw, ctx.seed + 1000 * s, ctx.seed) for a, kw in arms.items() for s in range(cfg.seeds)]
+    out = parallel_map(_train_one, items)
+    runs: dict[str, list[dict]] = {a: [o for o in out if o["arm"] == a] for a in arms}
+    env, ev = _env(cfg), _eval_states(cfg, ctx.seed)
+    er = env.expected_reward(ev)
+    best = env.best_modes(ev)
+    d = ev.difficulty
+
+    metrics: dict[str, float] = {}
+    summ: dict[str, dict] = {}
+    for a, rs in runs.items():
+        R = np.array([r["reward"] for r in rs])
+        T = np.array([r["think"] for r in rs])
+        BD = np.nanmean(np.stack([r["by_diff"] for r in rs]), 0)  # [3, 4]
+        PA = np.mean([r["p_all"] for r in rs], 0)
+        gate = np.mean([r["trace"].gate_on for r in rs], 0)  # [steps]
+        tie = np.mean([r["trace"].tie for r in rs], 0)
+        summ[a] = {"R": R, "T": T, "BD": BD, "PA": PA, "gate": gate, "tie": tie}
+        metrics[f"{a}_reward"] = float(R.mean())
+        metrics[f"{a}_reward_sd"] = float(R.std(ddof=1))
+        metrics[f"{a}_think"] = float(T.mean())
+        metrics[f"{a}_think_sd"] = float(T.std(ddof=1))
+        metrics[f"{a}_p_l4"] = float(PA[3])
+        for k, dn in enumerate(DIFFICULTIES):
+            for m in range(4):
+                metrics[f"{a}_p_l{m + 1}_{dn}"] = float(BD[k, m])
+        if arms[a].get("estimator") == "ampo":
+            metrics[f"{a}_gate_on_mean"] = float(gate.mean())
+            metrics[f"{a}_gate_on_first10"] = float(gate[:10].mean())
+            metrics[f"{a}_tie_rate"] = float(tie.mean())
+            below = np.flatnonzero(gate >= 0.1)
+            metrics[f"{a}_gate_below10pct_after_step"] = float(below[-1] + 2 if below.size else 1)
+    metrics["oracle_reward"] = float(er[np.arange(len(best)), best - 1].mean())
+    metrics["oracle_think"] = float(env.think_mean[best - 1].mean())
+    metrics["uniform_reward"] = float(er.mean())
+    metrics["uniform_think"] = float(env.think_mean.mean())
+    for k, dn in enumerate(DIFFICULTIES):
+        metrics[f"share_{dn}"] = float((d == k).mean())
+
+    claims = _claims(cfg, metrics, summ)
+    _figures(ctx, cfg, runs, summ, metrics)
+    metrics["wall_time_s"] = time.perf_counter() - t0
+    notes = (f"{len(arms)} arms x {cfg.seeds} seeds, {cfg.steps} steps of {cfg.states_per_step} states x "
+             f"{cfg.samples} replies; held-out {cfg.eval_states} states (easy/medium/hard "
+             f"{metrics['share_easy']:.2f}/{metrics['share_medium']:.2f}/{metrics['share_hard']:.2f}).")  # fmt: skip
+    return Result(metrics=metrics, claims=claims, notes=notes)
+
+
+def _claims(cfg: Config, m: dict, s: dict) -> list:
+    cl = []
+    g, a = s["grpo"], s["ampo"]
+    diff = a["R"] - g["R"]  # paired by seed index
+    lo = float(diff.mean() - _ci(diff))
+    cl.append(claim("C1_reward_noninferior", "C1: AMPO's held-out reward is at least GRPO's - 0.005 (lower end of the "
+                    "95% CI of the per-seed difference)", lo, ">=", -0.005,
+                    detail=f"AMPO {a['R'].mean():.4f} ± {a['R'].std(ddof=1):.4f}, GRPO {g['R'].mean():.4f} ± "
+                           f"{g['R'].std(ddof=1):.4f} (sd over {cfg.seeds} seeds)"))  # fmt: skip
+    ratio = float(a["T"].mean() / g["T"].mean()) if g["T"].mean() > 0 else float("nan")
+    cl.append(claim("C1_tokens", "C1: AMPO's mean thinking tokens are <= 0.8 x GRPO's (>= 20% shorter)", ratio,
+                    "<=", 0.8, detail=f"AMPO {a['T'].mean():.1f} ± {a['T'].std(ddof=1):.1f}, GRPO {g['T'].mean():.1f} "
+                                      f"± {g['T'].std(ddof=1):.1f} tokens"))  # fmt: skip
+    cl.append(claim("C1_reward_better", "C1 (reported): AMPO's reward exceeds GRPO's", float(diff.mean()), ">", 0.0,
+                    gated=False, detail=f"95% CI ± {_ci(diff):.4f}"))  # fmt: skip
+    BD = a["BD"]
+    cl.append(claim("C2_switch_l4", "C2: AMPO switches by context: P(L4 | hard) - P(L4 | easy) >= 0.4",
+                    BD[2, 3] - BD[0, 3], ">=", 0.4))  # fmt: skip
+    cl.append(claim("C2_cheap_easy", "C2: AMPO picks cheap modes in easy states: P(L1 or L2 | easy) >= 0.5",
+                    BD[0, 0] + BD[0, 1], ">=", 0.5, detail=f"GRPO {g['BD'][0, 0] + g['BD'][0, 1]:.3f}"))  # fmt: skip
+    cl.append(claim("C2_collapse", "C2: GRPO leans to the deepest mode more than AMPO: P_GRPO(L4) - P_AMPO(L4) > 0",
+                    g["PA"][3] - a["PA"][3], ">", 0.0,
+                    detail=f"GRPO {g['PA'][3]:.3f}, AMPO {a['PA'][3]:.3f}"))  # fmt: skip
+    gb = g["BD"]
+    cl.append(claim("C2_grpo_no_adapt", "C2 (reported): GRPO's mode use does not adapt to cheap modes in easy "
+                    "states: P_GRPO(L1 or L2 | easy) < 0.5", gb[0, 0] + gb[0, 1], "<", 0.5, gated=False,
+                    detail=f"GRPO P(L4|hard) - P(L4|easy) = {gb[2, 3] - gb[0, 3]:.3f}"))  # fmt: skip
+    pen = [k for k in s if k.startswith("grpo_pen")]
+    dom = [k for k in pen if s[k]["R"].mean() >= a["R"].mean() and s[k]["T"].mean() <= a["T"].mean()
+           and (s[k]["R"].mean() > a["R"].mean() or s[k]["T"].mean() < a["T"].mean())]  # fmt: skip
+    cl.append(claim("C3_not_dominated", "C3: no GRPO + thinking-penalty point dominates AMPO's (reward, tokens) "
+                    "(count of dominating lambdas)", len(dom), "<=", 0,
+                    detail=", ".join(f"{k}: {s[k]['R'].mean():.4f} / {s[k]['T'].mean():.0f}" for k in pen)
+                    or "no lambda run"))  # fmt: skip
+    red = g["T"].mean() - a["T"].mean()
+    for abl in ("ampo_no_tiebreak", "ampo_relaxed_gate"):
+        r_abl = (g["T"].mean() - s[abl]["T"].mean()) / g["T"].mean()
+        cl.append(claim(f"C4_{abl}", f"C4 (reported): token reduction vs GRPO of {abl} (AMPO's: "
+                        f"{red / g['T'].mean():+.3f})", r_abl, ">=", 0.2, gated=False,
+                        detail=f"{s[abl]['T'].mean():.1f} tokens, reward {s[abl]['R'].mean():.4f}"))  # fmt: skip
+    cl.append(claim("C4_gate_closes", "C4 (reported): step after which AMPO's gate is on in < 10% of groups "
+                    f"(mean gate-on fraction {m['ampo_gate_on_mean']:.3f}, tie rate {m['ampo_tie_rate']:.4f})",
+                    m["ampo_gate_below10pct_after_step"], "<=", cfg.steps, gated=False))  # fmt: skip
+    for lr in cfg.sensitivity_lrs:
+        ga, aa = s[f"grpo_lr{lr:g}"], s[f"ampo_lr{lr:g}"]
+        cl.append(claim(f"C1_tokens_lr{lr:g}", f"C1 at lr {lr:g} (reported): AMPO's thinking tokens <= 0.8 x GRPO's",
+                        aa["T"].mean() / ga["T"].mean(), "<=", 0.8, gated=False,
+                        detail=f"AMPO {aa['T'].mean():.1f} / {aa['R'].mean():.4f}, GRPO {ga['T'].mean():.1f} / "
+                               f"{ga['R'].mean():.4f} (tokens / reward)"))  # fmt: skip
+    sh = s["ampo_shuffled"]
+    cl.append(claim("ctrl_shuffled_tokens", "control: AMPO with mode labels shuffled inside each group does not "
+                    "reach C1's bar: its token reduction vs GRPO is < 0.2", (g["T"].mean() - sh["T"].mean()) /
+                    g["T"].mean(), "<", 0.2,
+                    detail=f"shuffled {sh['T'].mean():.1f} ± {_ci(sh['T']):.1f} vs GRPO {g['T'].mean():.1f} ± "
+                           f"{_ci(g['T']):.1f} (95% CI)"))  # fmt: skip
+    best_arm = max(v["R"].mean() for v in s.values())
+    cl.append(claim("sanity_oracle", "sanity: the oracle's exact reward is >= every trained arm's (evaluation is "
+                    "exact)", m["oracle_reward"] - best_arm, ">=", -1e-9))  # fmt: skip
+    cl.append(claim("sanity_learns", "sanity: GRPO training raises the held-out reward over the uniform policy by "
+                    ">= 0.01", g["R"].mean() - m["uniform_reward"], ">=", 0.01))  # fmt: skip
+    cl.append(claim("sanity_gate_exercised", "sanity: AMPO's mode term acts early: gate on in >= 5% of groups over "
+                    "the first 10 steps", m["ampo_gate_on_first10"], ">=", 0.05))  # fmt: skip
+    return cl
+
+
+COLORS = {"grpo": "tab:blue", "ampo": "tab:red", "ampo_no_tiebreak": "tab:orange", "ampo_relaxed_gate": "tab:purple",
+          "ampo_shuffled": "tab:gray"}  # fmt: skip
+
+
+def _figures(ctx: RunContext, cfg: Config, runs: dict, s: dict, m: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for a in ("grpo", "ampo", *[k for k in runs if k.endswith(tuple(f"lr{lr:g}" for lr in cfg.sensitivity_lrs))]):
+        steps = runs[a][0]["trace"].eval_steps
+        for ax, key in zip(axes, ("eval_reward", "eval_think"), strict=True):
+            Y = np.array([getattr(r["trace"], key) for r in runs[a]])
+            mu = Y.mean(0)
+            ci = np.array([_ci(Y[:, j]) for j in range(Y.shape[1])])
+            ls = "--" if "_lr" in a else "-"
+            ax.plot(steps, mu, ls, color=COLORS.get(a.split("_lr")[0], "k"), label=a)
+            ax.fill_between(steps, mu - ci, mu + ci, color=COLORS.get(a.split("_lr")[0], "k"), alpha=0.2)
+    axes[0].axhline(m["oracle_reward"], color="k", lw=0.8, ls=":", label="oracle")
+    axes[1].axhline(m["oracle_think"], color="k", lw=0.8, ls=":", label="oracle")
+    axes[0].set_ylabel("held-out expected reward")
+    axes[1].set_ylabel("thinking tokens (expected)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    ctx.save_figure(fig, "curves", "Held-out reward and thinking tokens against step, mean ± 95% CI over seeds "
+                    "(dashed: the sensitivity learning rates).")  # fmt: skip
+
+    names = list(s)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
+    mode_cols = ["#c6dbef", "#6baed6", "#2171b5", "#08306b"]
+    for k, (ax, dn) in enumerate(zip(axes, DIFFICULTIES, strict=True)):
+        bottom = np.zeros(len(names))
+        for j in range(4):
+            v = np.array([s[n]["BD"][k, j] for n in names])
+            ax.bar(range(len(names)), v, bottom=bottom, color=mode_cols[j], label=f"L{j + 1}")
+            bottom += v
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+        ax.set_title(dn)
+    axes[0].set_ylabel("mode share (held-out)")
+    axes[0].legend(fontsize=7)
+    ctx.save_figure(fig, "mode_use", "Mode use by state difficulty per arm, mean over seeds.")
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for n in names:
+        ax.errorbar(s[n]["T"].mean(), s[n]["R"].mean(), xerr=s[n]["T"].std(ddof=1), yerr=s[n]["R"].std(ddof=1),
+                    fmt="o", color=COLORS.get(n, "tab:green" if "pen" in n else "k"), ms=4)  # fmt: skip
+        ax.annotate(n, (s[n]["T"].mean(), s[n]["R"].mean()), fontsize=6)
+    ax.plot(m["oracle_think"], m["oracle_reward"], "k*", ms=10)
+    ax.annotate("oracle", (m["oracle_think"], m["oracle_reward"]), fontsize=7)
+    ax.set_xlabel("thinking tokens")
+    ax.set_ylabel("reward")
+    ctx.save_figure(fig, "pareto", "Reward against thinking tokens per arm (± sd over seeds), with the GRPO + "
+                    "thinking-penalty sweep and the oracle.")  # fmt: skip
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for n in names:
+        if n.startswith("ampo"):
+            ax.plot(np.arange(1, len(s[n]["gate"]) + 1), s[n]["gate"], label=n, color=COLORS.get(n))
+    ax.axhline(0.1, color="k", lw=0.6, ls=":")
+    ax.set_xlabel("step")
+    ax.set_ylabel("groups with the mode term on")
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "gate", "Share of groups where AMPO's mode-level term was computed, against step.")
+
+
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "WORKLOAD", "run"]
