@@ -281,3 +281,68 @@ def test_policy_errors():
         train_mode_policy(NegotiationEnv(), estimator="ppo")
     with pytest.raises(UserError):
         NegotiationEnv(success=[[0.5] * 4])
+
+
+# ---------------------------------------------------------------------------- TRL integration
+@pytest.mark.optional
+def test_trl_trainer_uses_ampo_advantages(tmp_path):
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from trl import GRPOConfig
+
+    from iclr26.lm.organism import WordTokenizer
+    from iclr26.rl.trl_ampo import AMPOGRPOTrainer
+
+    words = [f"w{i}" for i in range(40)]
+    tok = WordTokenizer(words + ["Thinking", "Level:", "<|begin_of_answer|>", "<|end_of_answer|>"])
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         max_position_embeddings=64, pad_token_id=tok.pad_token_id,
+                                         eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id))  # fmt: skip
+    model.save_pretrained(tmp_path / "policy")  # TRL rebuilds the reference model from the policy's path
+    tok.save_pretrained(tmp_path / "policy")
+    seen = []
+
+    def reward(prompts, completions, **kw):
+        r = [float(c.split().count("w1") + c.split().count("w2")) / 4 for c in completions]
+        seen.append((list(completions), r))
+        return r
+
+    # a parser that spreads modes over 1..4 (random words never pass parse_mode); the relaxed gate opens
+    # often in groups of 8, the strict one rarely (the strict gate is covered by the unit tests above)
+    parser = lambda text: 1 + sum(map(ord, text)) % 4  # noqa: E731
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=32, num_generations=8,
+                      max_completion_length=12, beta=0.001, scale_rewards="group", learning_rate=1e-3,
+                      report_to="none", use_cpu=True, save_strategy="no", logging_steps=1, seed=0,
+                      temperature=1.0, dataloader_num_workers=0)  # fmt: skip
+    ds = Dataset.from_dict({"prompt": [" ".join(words[i : i + 3]) for i in range(0, 12, 3)]})  # 4 prompts
+    trainer = AMPOGRPOTrainer(model=str(tmp_path / "policy"), reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok,
+                              mode_parser=parser, ampo_gate="relaxed")  # fmt: skip
+    trainer.train()
+    last = trainer.last_ampo
+    comps, r = seen[-1]
+    modes = torch.tensor([parser(c) for c in comps])
+    assert torch.equal(last["modes"], modes) and torch.allclose(last["rewards"], torch.tensor(r))
+    groups = torch.arange(len(r)) // 8  # TRL's groups: 8 consecutive completions of one prompt
+    want = ampo_advantages(torch.tensor(r), last["lengths"], modes, groups, gate="relaxed")
+    assert torch.equal(last["advantages"], want)
+    assert not torch.equal(want, grpo_advantages(torch.tensor(r), groups))  # the mode term acted
+    assert len(seen) == 2 and len(r) == 32
+    logged = [h for h in trainer.state.log_history if "ampo/gate_on" in h]
+    assert logged and all(0 <= h["ampo/gate_on"] <= 1 for h in logged)
+
+
+@pytest.mark.optional
+def test_trl_trainer_refuses_batch_scaling(tmp_path):
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from iclr26.rl.trl_ampo import AMPOGRPOTrainer, completion_text
+
+    assert completion_text([{"role": "assistant", "content": "hi"}]) == "hi"
+    args = GRPOConfig(output_dir=str(tmp_path), scale_rewards="batch", report_to="none", use_cpu=True,
+                      per_device_train_batch_size=4, num_generations=4)  # fmt: skip
+    with pytest.raises((UserError, Exception)):
+        AMPOGRPOTrainer(model=None, reward_funcs=lambda **k: [0.0], args=args)
