@@ -1,0 +1,1 @@
+"""Architectures: Hyper-SET (P17), RangeFormer (P15)."""
