@@ -346,3 +346,18 @@ def test_trl_trainer_refuses_batch_scaling(tmp_path):
                       per_device_train_batch_size=4, num_generations=4)  # fmt: skip
     with pytest.raises((UserError, Exception)):
         AMPOGRPOTrainer(model=None, reward_funcs=lambda **k: [0.0], args=args)
+
+
+def test_constant_group_exactly_zero_and_robust_ties():
+    x = 5 / 6  # eight float32 copies do not average back to x exactly
+    a = grpo_advantages([x] * 8, [0] * 8)
+    assert torch.equal(a, torch.zeros(8))
+    xs = torch.tensor([x] * 8, dtype=torch.float32)
+    assert float(xs.mean()) != float(xs[0])  # the residue the authors' code divides by (std + eps)
+    r = [2 / 3] * 10
+    modes, L = [1, 1, 2, 2, 3, 3, 4, 4, 4, 4], [0, 0, 60, 60, 180, 180, 400, 400, 400, 400]
+    exact = mode_advantages(r, L, modes, [0] * 10)
+    robust = mode_advantages(r, L, modes, [0] * 10, exact_ties=False)
+    assert bool(robust.tie[0]) and robust.per_sample[0] > 0 > robust.per_sample[-1]
+    if not bool(exact.tie[0]):  # float32 rounding split the tie: the authors' rule sees tiny reward gaps
+        assert not torch.equal(exact.per_sample, robust.per_sample)

@@ -4,7 +4,8 @@ GRPO against AMPO on a scripted negotiation environment (:mod:`iclr26.rl.negotia
 over four thinking modes (0 / 60 / 180 / 400 thinking tokens) is trained from the uniform policy with
 GRPO's sample-level advantage or AMPO's (GRPO + a mode-level term, gated on all four modes being present,
 with a length tie-break), under the paper's reward, which does not charge for thinking. Ablations: AMPO
-without the tie-break, AMPO with a relaxed gate; baselines: GRPO with an explicit thinking penalty
+without the tie-break, AMPO with a relaxed gate, AMPO whose tie test also counts all-equal groups that
+float32 rounding splits; baselines: GRPO with an explicit thinking penalty
 (lambda sweep); control: AMPO with mode labels shuffled inside each group; the oracle mode per state.
 Everything is evaluated exactly (expected reward and thinking tokens) on held-out states, over seeds.
 Claims named ``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted apart.
@@ -77,6 +78,7 @@ ABLATIONS = {
     "ampo_no_tiebreak": {"estimator": "ampo", "tie_break": False},
     "ampo_relaxed_gate": {"estimator": "ampo", "gate": "relaxed"},
     "ampo_shuffled": {"estimator": "ampo", "shuffle_modes": True},
+    "ampo_robust_ties": {"estimator": "ampo", "exact_ties": False},
 }
 
 
@@ -206,7 +208,7 @@ def _claims(cfg: Config, m: dict, s: dict) -> list:
                     detail=", ".join(f"{k}: {s[k]['R'].mean():.4f} / {s[k]['T'].mean():.0f}" for k in pen)
                     or "no lambda run"))  # fmt: skip
     red = g["T"].mean() - a["T"].mean()
-    for abl in ("ampo_no_tiebreak", "ampo_relaxed_gate"):
+    for abl in ("ampo_no_tiebreak", "ampo_relaxed_gate", "ampo_robust_ties"):
         r_abl = (g["T"].mean() - s[abl]["T"].mean()) / g["T"].mean()
         cl.append(claim(f"C4_{abl}", f"C4 (reported): token reduction vs GRPO of {abl} (AMPO's: "
                         f"{red / g['T'].mean():+.3f})", r_abl, ">=", 0.2, gated=False,
@@ -237,7 +239,7 @@ def _claims(cfg: Config, m: dict, s: dict) -> list:
 
 
 COLORS = {"grpo": "tab:blue", "ampo": "tab:red", "ampo_no_tiebreak": "tab:orange", "ampo_relaxed_gate": "tab:purple",
-          "ampo_shuffled": "tab:gray"}  # fmt: skip
+          "ampo_shuffled": "tab:gray", "ampo_robust_ties": "tab:brown"}  # fmt: skip
 
 
 def _figures(ctx: RunContext, cfg: Config, runs: dict, s: dict, m: dict) -> None:

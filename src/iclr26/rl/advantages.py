@@ -9,8 +9,10 @@ or, when the four means are exactly equal, ``tanh(-(L_m - mu_L) / (s_L + eps))``
 mean response lengths, so shorter modes win ties. The term is added to every reply of that mode.
 
 Everything is computed in float32 on CPU, vectorised over groups, and matches a direct per-group
-transcription of the authors' ``compute_grpo_outcome_advantage`` / ``compute_mode_adv`` (verl fork):
-group of one -> mean 0, std 1; zero-variance group -> 0; ties compared with exact float32 equality.
+transcription of the authors' ``compute_grpo_outcome_advantage`` / ``compute_mode_adv`` (verl fork) bit
+for bit on exactly representable rewards, and to float32 rounding otherwise: group of one -> mean 0,
+std 1; zero-variance group -> 0; ties compared with exact float32 equality (``exact_ties=False`` also
+counts groups whose rewards are all equal, which float32 rounding can otherwise split).
 """
 
 from __future__ import annotations
@@ -84,12 +86,21 @@ def _group_mean_std(x: torch.Tensor, inv: torch.Tensor, G: int) -> tuple[torch.T
     return mean, var.sqrt(), count
 
 
+def _constant_groups(x: torch.Tensor, inv: torch.Tensor, G: int) -> torch.Tensor:
+    """[G] bool: every entry of the group is the same value (groups without entries: False)."""
+    hi = torch.full((G,), -float("inf")).scatter_reduce(0, inv, x, reduce="amax")
+    lo = torch.full((G,), float("inf")).scatter_reduce(0, inv, x, reduce="amin")
+    return hi == lo
+
+
 def grpo_advantages(rewards, group_ids, *, eps: float = 1e-6) -> torch.Tensor:
     """GRPO's sample-level advantage ``(r_i - mean_g) / (std_g + eps)`` per reply, float32 [N].
 
     ``std`` is the unbiased (ddof=1) std of the reply's group; a group of one uses mean 0 and std 1, as
     the authors' verl code does. ``group_ids``: one hashable integer per reply (its prompt / state).
-    ``eps`` is added to the std (1e-6 in verl; TRL uses 1e-4).
+    ``eps`` is added to the std (1e-6 in verl; TRL uses 1e-4). A group of >= 2 equal rewards gets exactly
+    0 (the authors' code leaves a rounding residue there when the float32 group mean is inexact, e.g.
+    0.056 for eight rewards of 5/6; otherwise the results are identical).
     """
     r = _check_rewards(rewards)
     if not eps >= 0:
@@ -99,7 +110,9 @@ def grpo_advantages(rewards, group_ids, *, eps: float = 1e-6) -> torch.Tensor:
     single = count == 1
     mean = torch.where(single, torch.zeros_like(mean), mean)
     std = torch.where(single, torch.ones_like(std), std)
-    return (r - mean[inv]) / (std[inv] + eps)
+    adv = (r - mean[inv]) / (std[inv] + eps)
+    flat = _constant_groups(r, inv, G) & ~single
+    return torch.where(flat[inv], torch.zeros((), dtype=adv.dtype), adv)
 
 
 @dataclass
@@ -115,7 +128,7 @@ class ModeTerm:
 
 
 def mode_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, gate: str = "strict",
-                    tie_break: bool = True) -> ModeTerm:
+                    tie_break: bool = True, exact_ties: bool = True) -> ModeTerm:
     """AMPO's mode-level advantage term per reply (see the module docstring).
 
     ``lengths``: total response tokens per reply (thinking + answer), used only by the tie-break.
@@ -124,6 +137,9 @@ def mode_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, ga
     ``"relaxed"`` (ablation: computed over the modes that occur >= 2 times whenever there are >= 2 of
     them, format failures and rarer modes get 0); ``"off"`` (never computed: AMPO = GRPO).
     ``tie_break=False`` (ablation) gives 0 instead of the length term when the mean rewards tie.
+    ``exact_ties=True`` (the authors' rule) calls a tie only when the four float32 per-mode means are
+    exactly equal; rounding can break it even when every reply has the same reward (k copies of 2/3 do not
+    always average to 2/3 in float32). ``exact_ties=False`` also counts such all-equal groups as ties.
     """
     if gate not in GATES:
         raise UserError(f"gate must be one of {GATES}, got {gate!r}")
@@ -157,7 +173,7 @@ def mode_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, ga
     has_fail = torch.bincount(inv[~ok], minlength=G) > 0
     if gate == "strict":
         used = torch.ones(G, N_MODES, dtype=torch.bool)
-        gate_on = ~has_fail & (cnt >= 2).all(1)
+        gate_on = ~has_fail & ((cnt >= 2).sum(1) == N_MODES)  # (.all(1) is slow on [G, 4] in torch)
     else:  # relaxed
         used = cnt >= 2
         gate_on = used.sum(1) >= 2
@@ -179,7 +195,9 @@ def mode_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, ga
     mu_R, s_R = stats(R_m)
     mu_L, s_L = stats(L_m)
     # exact float32 equality of every mode's mean reward with their mean, as in the authors' code
-    tie = gate_on & torch.where(used, R_m == mu_R[:, None], torch.ones((), dtype=torch.bool)).all(1)
+    tie = gate_on & ((used & (R_m != mu_R[:, None])).sum(1) == 0)
+    if not exact_ties:  # a group whose replies all have the same reward is a tie, whatever the rounding
+        tie = tie | (gate_on & _constant_groups(r[ok], inv[ok], G))
     reward_term = (R_m - mu_R[:, None]) / (s_R[:, None] + eps)
     length_term = torch.tanh(-(L_m - mu_L[:, None]) / (s_L[:, None] + eps))
     if not tie_break:
@@ -191,11 +209,11 @@ def mode_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, ga
 
 
 def ampo_advantages(rewards, lengths, modes, group_ids, *, eps: float = 1e-6, gate: str = "strict",
-                    tie_break: bool = True) -> torch.Tensor:
+                    tie_break: bool = True, exact_ties: bool = True) -> torch.Tensor:
     """AMPO's advantage per reply: :func:`grpo_advantages` + :func:`mode_advantages`, float32 [N].
 
     With ``gate="off"``, or in any group where the gate is closed, this is exactly GRPO's advantage.
     """
     a = grpo_advantages(rewards, group_ids, eps=eps)
-    return a + mode_advantages(rewards, lengths, modes, group_ids, eps=eps, gate=gate,
-                               tie_break=tie_break).per_sample
+    return a + mode_advantages(rewards, lengths, modes, group_ids, eps=eps, gate=gate, tie_break=tie_break,
+                               exact_ties=exact_ties).per_sample

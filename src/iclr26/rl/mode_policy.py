@@ -69,7 +69,8 @@ def _shuffle_within_groups(x: torch.Tensor, groups: int, gen: torch.Generator) -
 
 
 def train_mode_policy(env: NegotiationEnv, *, estimator: str = "ampo", gate: str = "strict",
-                      tie_break: bool = True, shuffle_modes: bool = False, think_penalty: float = 0.0,
+                      tie_break: bool = True, exact_ties: bool = True, shuffle_modes: bool = False,
+                      think_penalty: float = 0.0,
                       steps: int = 300, states: int = 16, samples: int = 16, lr: float = 0.05,
                       clip: float = 0.2, kl_coef: float = 0.001, seed: int = 0,
                       eval_states: NegotiationStates | None = None,
@@ -77,7 +78,7 @@ def train_mode_policy(env: NegotiationEnv, *, estimator: str = "ampo", gate: str
     """Train a :class:`ModePolicy` on ``env``; returns the policy and its :class:`PolicyTrace`.
 
     ``estimator``: ``"grpo"`` or ``"ampo"`` (with ``gate`` / ``tie_break`` as in
-    :func:`~iclr26.rl.advantages.mode_advantages`). ``shuffle_modes`` (control) permutes the mode labels
+    :func:`~iclr26.rl.advantages.mode_advantages`, as is ``exact_ties``). ``shuffle_modes`` (control) permutes the mode labels
     inside each group before the mode term is computed. ``think_penalty`` = lambda trains on
     ``r - lambda * thinking_tokens / 400`` (the length-penalty baseline); logs always use the true reward.
     """
@@ -119,7 +120,7 @@ def train_mode_policy(env: NegotiationEnv, *, estimator: str = "ampo", gate: str
             if shuffle_modes:
                 labels = _shuffle_within_groups(labels, states, gen)
             term = mode_advantages(r_train, torch.from_numpy(roll.lengths), labels, groups, gate=gate,
-                                   tie_break=tie_break)  # fmt: skip
+                                   tie_break=tie_break, exact_ties=exact_ties)  # fmt: skip
             adv = adv + term.per_sample
             gate_on, tie = float(term.gate_on.float().mean()), float(term.tie.float().mean())
         # one PPO-clip step on the sampled mode choice of every reply (one action per reply)
