@@ -12,7 +12,20 @@ from iclr26.diffusion.ddpm import (
     images_to_latents,
     latents_to_images,
     q_sample,
+    tiny_sd_pipeline,
     train_ddpm,
+)
+from iclr26.diffusion.memorization import (
+    CallCounter,
+    MemorizationScores,
+    PipelineDenoiser,
+    denoising_score,
+    memorization_score,
+    mitigate_prompt,
+    nearest_distance,
+    replication_threshold,
+    select_timesteps,
+    tpr_at_fpr,
 )
 
 __all__ = [
@@ -25,5 +38,16 @@ __all__ = [
     "images_to_latents",
     "latents_to_images",
     "q_sample",
+    "tiny_sd_pipeline",
     "train_ddpm",
+    "CallCounter",
+    "MemorizationScores",
+    "PipelineDenoiser",
+    "denoising_score",
+    "memorization_score",
+    "mitigate_prompt",
+    "nearest_distance",
+    "replication_threshold",
+    "select_timesteps",
+    "tpr_at_fpr",
 ]

@@ -495,3 +495,39 @@ def cached_ddpm(
         except OSError as e:  # a read-only cache must not fail the run
             log.warning("could not cache DDPM %s in %s: %s", name, folder, e)
     return model, info
+
+
+# ---------------------------------------------------------------------------------------------- tiny SD
+def tiny_sd_pipeline(seed: int = 0, sample_size: int = 8, cross_attention_dim: int = 32, folder: str | Path | None = None):
+    """A Stable Diffusion pipeline built from configs with random weights (UNet2DConditionModel, AutoencoderKL,
+    a 2-layer CLIP text encoder, a character-level CLIP tokenizer written to ``folder`` or a temporary folder, and
+    SD's DDIM scheduler): runs every code path of SD offline, in milliseconds, for tests and benchmarks."""
+    import string
+    import tempfile
+
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="iclr26-tiny-sd-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    specials = ["<|startoftext|>", "<|endoftext|>"]
+    chars = list(string.ascii_lowercase + string.digits)
+    vocab = {tok: i for i, tok in enumerate(specials + chars + [c + "</w>" for c in chars])}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    tok = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=16)
+    torch.manual_seed(seed)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(vocab), hidden_size=cross_attention_dim, intermediate_size=37,
+                                        num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16,
+                                        bos_token_id=0, eos_token_id=1, pad_token_id=1)).eval()  # fmt: skip
+    unet = UNet2DConditionModel(sample_size=sample_size, in_channels=4, out_channels=4, layers_per_block=1,
+                                block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+                                cross_attention_dim=cross_attention_dim, norm_num_groups=32).eval()  # fmt: skip
+    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64),
+                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                        norm_num_groups=32).eval()  # fmt: skip
+    sched = DDIMScheduler(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
+                          clip_sample=False, set_alpha_to_one=False, steps_offset=1, timestep_spacing="leading")  # fmt: skip
+    return StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
