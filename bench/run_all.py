@@ -20,6 +20,7 @@ SCRIPTS = [
     ["interp_part2.py", "--threads", "1", "--repeats", "5"],
     ["poisoning.py"],
     ["est.py"],
+    ["rangeformer_logdet.py", "--threads", "1"],
 ]
 
 

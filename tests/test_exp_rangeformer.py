@@ -42,6 +42,7 @@ def test_smoke_wires_everything(smoke):
     for L in exp.PRESETS["smoke"]["loops_grid"]:
         assert f"rf_S_acc_loops{L}" in res.metrics
     assert "rf_S_acc_loops1" in res.metrics and "charton_W_acc_loops1" not in res.metrics
+    assert res.metrics["rf_S_mae_logdet_ood"] >= 0 and "charton_W_mae_logdet_ood" in res.metrics
     for fig in ("accuracy_heatmap", "accuracy_vs_size", "accuracy_vs_loops", "charton_error_vs_distance",
                 "gp_lengthscale"):  # fmt: skip
         assert (path / "figures" / f"{fig}.png").exists()
