@@ -75,7 +75,10 @@ PAPERS: tuple[Paper, ...] = (
           "Neuron-Level Analysis of Cultural Understanding in Large Language Models", "arXiv 2510.08284"),
     Paper("P6", "memorization-anisotropy", "diffusion",
           "Detecting and Mitigating Memorization in Diffusion Models through Anisotropy of the "
-          "Log-Probability", "arXiv 2601.20642"),
+          "Log-Probability", "arXiv 2601.20642",
+          module=_exp("memorization-anisotropy"),
+          library=("iclr26.diffusion.memorization", "iclr26.diffusion.ddpm", "iclr26.data.planted_duplicates",
+                   "iclr26.data.images", "iclr26.interp.probes")),
     Paper("P7", "role-modality-attacks", "interp",
           "Misaligned Roles, Misplaced Images: Structural Input Perturbations Expose Multimodal "
           "Alignment Blind Spots", "arXiv 2504.03735",

@@ -1,0 +1,66 @@
+"""The memorization-anisotropy reproduction: smoke wiring (default-preset claims: test_common.py)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.config import check_config
+from iclr26.core.errors import UserError
+from iclr26.experiments import memorization_anisotropy as exp
+from iclr26.runs import RunContext
+
+
+def _run(tmp_path, preset, **over):
+    cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS[preset], **over})
+    return exp.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, preset))
+
+
+def test_smoke_wires_everything_and_is_deterministic_through_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_CACHE", str(tmp_path / "cache"))
+    res = _run(tmp_path / "a", "smoke", use_cache=True)
+    names = {c.name: c for c in res.claims}
+    paper = {"C1_combination", "C1b_S_beats_N", "C1c_low_dup", "C2a_alignment_low_noise", "C2b_norm_high_noise",
+             "C3a_speed_calls", "C3b_speed_time"}  # fmt: skip
+    assert paper <= set(names)
+    assert all(names[n].gated and names[n].kind == "paper" for n in paper)
+    assert not names["C4_narrow"].gated
+    assert {"ctrl_untrained", "ctrl_permutation", "sanity_planted_memorized", "sanity_normal_not_memorized"} <= set(names)
+    m = res.metrics
+    assert all(np.isfinite(v) for v in m.values())
+    # the grid of a 10-step leading DDIM with offset 1, and the costs: S = 2 calls, Wen-k = k calls per prompt
+    assert (m["t_hi"], m["t_lo"]) == (901, 201)
+    assert m["calls_S"] == 2 and m["calls_wen"] == m["wen_k_star"]
+    assert m["speedup_calls"] == pytest.approx(m["wen_k_star"] / 2)
+    assert m["model_cached"] == 0
+    for fig in ("score_vs_duplication", "auroc_vs_t", "n_vs_c", "timing"):
+        assert (tmp_path / "a" / "figures" / f"{fig}.png").exists(), fig
+    again = _run(tmp_path / "b", "smoke", use_cache=True)
+    assert again.metrics["model_cached"] == 1
+    for k in ("tau_rep", "calls_S", "narrow_fpr_N", "gt_memorized"):
+        assert again.metrics[k] == m[k], k
+
+
+def test_memorized_prompts_replicate_and_mitigation_runs(tmp_path):
+    """A slightly longer training than smoke: the x32 prompts are replicated, normal ones are not, and the
+    mitigation arms are all measured."""
+    res = _run(tmp_path, "smoke", train_steps=800, hidden=128, depth=2, cond_dim=16, batch_size=64, lr=5e-3,
+               dup_counts=[32], n_per_dup=4, n_normal=10, per_normal=8, n_narrow=2, n_mitigate=2, mitigate_steps=5,
+               inference_steps=20, wen_ks=[1, 2, 5, 10, 20])  # fmt: skip
+    m = res.metrics
+    assert m["gt_rate_mem_dup32"] >= 0.5, m
+    assert m["gt_rate_normal"] <= 0.1
+    for arm in ("before", "score", "norm", "random"):
+        assert f"mit_{arm}_replication" in m
+    # the random arm moves the embedding exactly as far as the S-guided one
+    assert m["mit_random_delta_norm"] == pytest.approx(m["mit_score_delta_norm"], rel=1e-4)
+    assert m["mit_before_delta_norm"] == 0 and m["mit_score_delta_norm"] > 0
+    assert (tmp_path / "figures" / "mitigation_grid.png").exists()
+
+
+def test_config_rules():
+    with pytest.raises(UserError, match="wen_ks"):
+        check_config(dataclasses.replace(exp.Config(), inference_steps=20))
+    with pytest.raises(UserError, match="hidden"):
+        check_config(dataclasses.replace(exp.Config(), backbone="unet2d", hidden=100))
