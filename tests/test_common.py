@@ -139,6 +139,16 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "(ASR 0.005 canonical, 0.0 in all 8 settings), the failure case the spec names; C2-C4 then are not "
         "applicable (docs/role-modality-attacks.md)",
     },
+    "sae-bias-latents": {
+        "C2_stigma_vs_findings": "seed 0's group-A latent is a pure group-token latent: 0.000 on stigma tokens vs "
+        "0.032 on findings in group-free notes (holds for seeds 1, 2: 27.8, 3.9) (docs/sae-bias-latents.md)",
+        "C2_stigma_vs_group_B_latent": "the same silent latent: 0.000 vs the group-B latent's 0.330 on stigma tokens",
+        "C3_steer_vs_random": "P(Yes) +0.134 at k=1, but frequency-matched random latents at the same k*max f move "
+        "it by 0.140 on average (the edit is ~0.9x the residual norm)",
+        "C3_group_token_rises": "steering lowers the group-A share at 'patient is' (-0.169; random 95th pct +0.128)",
+        "C5_vignette_ablation": "the latent is silent on vignette prompts (no group token before 'patient is'), so "
+        "ablating it changes nothing (0.878 -> 0.878)",
+    },
     "strategic-dishonesty": {
         "C1_transfer": "the facts-trained probe does not transfer to topic sums (0.684 seed 0, 0.874 seed 1; it "
         "separates instructed sums only at 0.64) (docs/strategic-dishonesty.md)",

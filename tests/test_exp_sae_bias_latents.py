@@ -1,0 +1,75 @@
+"""sae-bias-latents: smoke wiring, the claims it must report, determinism, and the config's cross-field rules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.errors import UserError
+from iclr26.experiments import sae_bias_latents as m
+from iclr26.runs import RunContext
+
+CLAIMS = {"C1_discovery_auroc", "C1_top_activations", "C2_stigma_vs_findings", "C2_stigma_vs_group_B_latent",
+          "C3_steer_monotone", "C3_steer_vs_random", "C3_group_token_rises", "C4_attribution_top5pct",
+          "C5_vignette_ablation", "ctrl_C5_random_ablation", "C5_risk_gap_reduction"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("p10")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ICLR26_ORGANISMS", str(tmp / "orgs"))
+    try:
+        cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
+        res = m.run(cfg, RunContext(tmp / "run", torch.device("cpu"), 0, "smoke"))
+        res2 = m.run(cfg, RunContext(tmp / "run2", torch.device("cpu"), 0, "smoke"))  # organism from the cache
+    finally:
+        mp.undo()
+    return cfg, res, res2, tmp
+
+
+def test_smoke_reports_every_claim_and_figure(smoke):
+    cfg, res, _, tmp = smoke
+    assert {c.name for c in res.claims} >= CLAIMS
+    assert 0.0 <= res.metrics["discovery_auroc"] <= 1.0
+    assert 0 <= res.metrics["latent_A"] < cfg.n_latents and res.metrics["latent_A"] != res.metrics["latent_B"]
+    assert 0.0 <= res.metrics["atp_rank_pct_A"] <= 1.0
+    assert res.metrics["n_random_latents"] == cfg.n_random
+    assert res.metrics["steer_ref_mean_max_f"] > 0
+    figs = {p.stem for p in (tmp / "run" / "figures").glob("*.png")}
+    assert figs >= {"discovery", "latent_activation", "steering_dose_response", "ablation"}
+    gated_controls = [c for c in res.claims if c.name.startswith("ctrl_")]
+    assert gated_controls and all(c.gated for c in gated_controls)
+
+
+def test_smoke_is_deterministic_and_uses_the_cache(smoke):
+    _, res, res2, _ = smoke
+    assert res2.metrics["organism_cached"] == 1.0 and res.metrics["organism_cached"] == 0.0
+    for k in ("discovery_auroc", "latent_A", "p_yes_k1", "vignette_share_reduction", "atp_effect_A"):
+        assert res.metrics[k] == res2.metrics[k], k
+
+
+def test_steering_curve_starts_at_the_unedited_model(smoke):
+    # k = 0 is the plain forward: P(Yes) at k=0 must equal the organism's own mean P(Yes) on the same notes
+    _, res, _, _ = smoke
+    assert res.metrics["p_yes_k0"] == pytest.approx(res.metrics["p_yes_group_free"], abs=1e-12)
+    assert np.isfinite(res.metrics["risk_gap"])
+
+
+def test_matched_random_latents_are_frequency_matched():
+    freq = np.array([0.0, 0.5, 0.01, 0.011, 0.012, 0.3, 0.009, 0.2, 0.0105, 0.4])
+    for seed in range(5):
+        got = m._matched_random(freq, 2, {2}, 1, seed=seed)
+        assert len(got) == 1 and got[0] in (8, 3, 6)  # drawn from the 3 nearest alive latents in log frequency
+    got = m._matched_random(freq, 2, {2}, 3, seed=0)
+    assert len(got) == 3 and 2 not in got and 0 not in got  # dead latent 0 is never drawn
+
+
+def test_config_rules():
+    with pytest.raises(UserError, match="sae_layer"):
+        dataclasses.replace(m.Config(), sae_layer=3, layers=3).validate()
+    with pytest.raises(UserError, match="k="):
+        dataclasses.replace(m.Config(), k=64, n_latents=32).validate()
