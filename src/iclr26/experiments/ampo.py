@@ -139,10 +139,11 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         R = np.array([r["reward"] for r in rs])
         T = np.array([r["think"] for r in rs])
         BD = np.nanmean(np.stack([r["by_diff"] for r in rs]), 0)  # [3, 4]
+        P4 = np.array([r["p_all"][3] for r in rs])  # P(L4) per seed
         PA = np.mean([r["p_all"] for r in rs], 0)
         gate = np.mean([r["trace"].gate_on for r in rs], 0)  # [steps]
         tie = np.mean([r["trace"].tie for r in rs], 0)
-        summ[a] = {"R": R, "T": T, "BD": BD, "PA": PA, "gate": gate, "tie": tie}
+        summ[a] = {"R": R, "T": T, "BD": BD, "PA": PA, "P4": P4, "gate": gate, "tie": tie}
         metrics[f"{a}_reward"] = float(R.mean())
         metrics[f"{a}_reward_sd"] = float(R.std(ddof=1))
         metrics[f"{a}_think"] = float(T.mean())
@@ -195,7 +196,8 @@ def _claims(cfg: Config, m: dict, s: dict) -> list:
                     BD[0, 0] + BD[0, 1], ">=", 0.5, detail=f"GRPO {g['BD'][0, 0] + g['BD'][0, 1]:.3f}"))  # fmt: skip
     cl.append(claim("C2_collapse", "C2: GRPO leans to the deepest mode more than AMPO: P_GRPO(L4) - P_AMPO(L4) > 0",
                     g["PA"][3] - a["PA"][3], ">", 0.0,
-                    detail=f"GRPO {g['PA'][3]:.3f}, AMPO {a['PA'][3]:.3f}"))  # fmt: skip
+                    detail=f"GRPO {g['PA'][3]:.3f} ± {g['P4'].std(ddof=1):.3f}, AMPO {a['PA'][3]:.3f} ± "
+                           f"{a['P4'].std(ddof=1):.3f} (sd over seeds)"))  # fmt: skip
     gb = g["BD"]
     cl.append(claim("C2_grpo_no_adapt", "C2 (reported): GRPO's mode use does not adapt to cheap modes in easy "
                     "states: P_GRPO(L1 or L2 | easy) < 0.5", gb[0, 0] + gb[0, 1], "<", 0.5, gated=False,
