@@ -21,6 +21,7 @@ SCRIPTS = [
     ["poisoning.py"],
     ["est.py"],
     ["rangeformer_logdet.py", "--threads", "1"],
+    ["ampo_advantage.py"],
 ]
 
 
