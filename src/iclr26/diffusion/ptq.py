@@ -137,7 +137,8 @@ class LSQActivation(nn.Module):
             self.observe.append(flat)
         if not self.enabled or not bool(self.initialized):
             return x
-        if not (torch.is_grad_enabled() and self.step.requires_grad):  # evaluation: one fused kernel
+        fused = not (torch.is_grad_enabled() and self.step.requires_grad) and math.isfinite(float(self.step))
+        if fused:  # evaluation: one fused kernel
             return torch.fake_quantize_per_tensor_affine(x, float(self.step), int(self.zero_point), 0, self.qp)
         g = 1.0 / math.sqrt(x[0].numel() * self.qp)
         s = grad_scale(self.step, g)
@@ -291,6 +292,10 @@ def calibrate_activations(model: nn.Module, x: Tensor, t: Tensor, *, lo_pct: flo
             eps_call(model, x[i : i + batch], t[i : i + batch])
         for m in layers.values():
             vals = torch.cat(m.aq.observe).float()
+            vals = vals[torch.isfinite(vals)]  # a diverged model must not crash the calibration
+            if vals.numel() == 0:
+                log.warning("no finite input values at a quantized layer; activation range set to [-1, 1]")
+                vals = torch.tensor([-1.0, 1.0])
             lo = float(torch.quantile(vals, lo_pct / 100))
             hi = float(torch.quantile(vals, hi_pct / 100))
             m.aq.init_range(lo, hi)
@@ -672,6 +677,8 @@ def frechet_distance(a: Tensor, b: Tensor) -> float:
         raise UserError(f"frechet_distance needs [n, d] and [m, d] features, n, m >= 2; got {tuple(a.shape)}, "
                         f"{tuple(b.shape)}")  # fmt: skip
     x, y = a.double(), b.double()
+    if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
+        return float("nan")
     mu1, mu2 = x.mean(0), y.mean(0)
     c1, c2 = torch.cov(x.T).reshape(x.shape[1], -1), torch.cov(y.T).reshape(y.shape[1], -1)
     ev, vec = torch.linalg.eigh(c1)

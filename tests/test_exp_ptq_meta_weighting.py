@@ -1,0 +1,81 @@
+"""The ptq-meta-weighting reproduction (reconstruction of P18): smoke wiring (default-preset claims: test_common.py)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.config import check_config
+from iclr26.core.errors import UserError
+from iclr26.experiments import ptq_meta_weighting as exp
+from iclr26.runs import RunContext
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ptq")
+    cfg = dataclasses.replace(exp.Config(), **exp.PRESETS["smoke"])
+    return exp.run(cfg, RunContext(tmp, torch.device("cpu"), 0, "smoke")), tmp, cfg
+
+
+def test_smoke_wires_everything(smoke):
+    res, tmp, cfg = smoke
+    claims = {c.name: c for c in res.claims}
+    gated = {"C1_traj_l2_every_seed", "C1_traj_l2_gain_vs_spread", "C1_fd_every_seed", "C1_fd_gain_vs_spread",
+             "C1_traj_l2_bootstrap", "ctrl_random_weights", "sanity_rtn_gap", "sanity_uniform_beats_rtn"}  # fmt: skip
+    assert gated <= {n for n, c in claims.items() if c.gated}
+    assert {"C2_sample_only", "C2_freq_only", "C2_complementary", "C4_freq_shift"} <= set(claims)
+    assert not any(claims[n].gated for n in ("C2_sample_only", "C2_freq_only", "C4_freq_shift"))
+    assert claims["ctrl_random_weights"].kind == "control" and claims["sanity_rtn_gap"].kind == "sanity"
+    assert all(np.isfinite(v) for v in res.metrics.values())
+    for a in ("rtn", "uniform", "sample", "freq", "both", "ctrl_random"):
+        for s in range(cfg.seeds):
+            assert f"w4_{a}_s{s}_traj_l2" in res.metrics
+    for fig in ("metrics", "freq_weights", "sample_weights", "samples"):
+        assert (tmp / "figures" / f"{fig}.png").exists()
+    assert "RECONSTRUCTION" in " ".join(res.notes.upper().split()) or "Reconstruction" in res.notes
+
+
+def test_smoke_metrics_are_consistent(smoke):
+    res, _, cfg = smoke
+    m = res.metrics
+    # the paired bootstrap CI brackets the mean paired gain it resamples
+    gain = np.mean([m[f"w4_uniform_s{s}_traj_l2"] - m[f"w4_both_s{s}_traj_l2"] for s in range(cfg.seeds)])
+    assert m["C1_traj_l2_ci_lo"] <= gain + 1e-9 <= m["C1_traj_l2_ci_hi"] + 2e-9
+    # RTN has no reconstruction time; meta arms spend time in the meta step, the uniform arm none
+    assert m["w4_rtn_s0_recon_s"] == 0 and m["w4_uniform_s0_meta_s"] == 0 and m["w4_both_s0_meta_s"] > 0
+    # quantized samples differ from the FP ones, but stay on the same data scale
+    assert 0 < m["w4_rtn_traj_l2_mean"] < 16  # 8x8 pixels in [-1, 1]: at most 2 * 8 = 16
+
+
+def test_control_weights_match_entropy():
+    from iclr26.diffusion.ptq import entropy
+
+    cfg = dataclasses.replace(exp.Config(), bands=4)
+    g = torch.Generator().manual_seed(0)
+    w = 64 * torch.softmax(torch.randn(64, generator=g), 0)
+    beta = 4 * torch.softmax(torch.randn(3, 4, generator=g), 1)
+    w_r, beta_r = exp._control_weights({"w": w, "beta": beta}, 0, cfg)
+    assert abs(entropy(w_r) - entropy(w)) < 2e-3 and abs(float(w_r.mean()) - 1) < 1e-5
+    for r, rr in zip(beta, beta_r, strict=True):
+        assert abs(entropy(rr) - entropy(r)) < 2e-3
+    assert not torch.allclose(w_r, w)
+
+
+def test_spearman_centroid_sign():
+    low_then_high = np.array([[4.0, 1, 1, 1], [1, 4, 1, 1], [1, 1, 4, 1], [1, 1, 1, 4]])
+    assert exp._spearman_centroid(low_then_high) == pytest.approx(1.0)
+    assert exp._spearman_centroid(low_then_high[::-1]) == pytest.approx(-1.0)
+    assert exp._spearman_centroid(np.ones((4, 4))) == 0.0
+
+
+@pytest.mark.parametrize("over, match", [
+    (dict(ddim_steps=30, train_timesteps=20), "exceeds train_timesteps"),
+    (dict(groups=8, ddim_steps=4), "groups=8"),
+    (dict(w_bits=1), "w_bits"),
+])  # fmt: skip
+def test_bad_config(over, match):
+    cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS["smoke"], **over})
+    with pytest.raises(UserError, match=match):
+        check_config(cfg)
