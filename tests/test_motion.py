@@ -168,9 +168,10 @@ def _batch(bank, n=6):
 def test_contact_features_match_the_kernel_by_hand():
     ego = torch.randn(1, 6, 2, 3, dtype=torch.float64)
     pts = torch.randn(1, 1, 3, dtype=torch.float64)
-    f = contact_features(ego, pts, 0.5, 6)  # [1, 1, 2 * 6]
-    c = torch.exp(-((pts[0, 0] - ego[0, :, 1]) ** 2).sum(-1) / (2 * 0.25))  # joint 1 over time
-    assert torch.allclose(f[0, 0, 6:], D.dct_matrix(6, dtype=torch.float64) @ c, atol=1e-12)
+    f = contact_features(ego, pts, 0.5, 5, 9)  # 6 past frames padded to 9, 5 coefficients: [1, 1, 2 * 5]
+    c = torch.exp(-((pts[0, 0] - ego[0, :, 1]) ** 2).sum(-1) / (2 * 0.25))  # joint 1 over the past
+    c_pad = torch.cat([c, c[-1:].expand(3)])  # the padded frames repeat the last one
+    assert torch.allclose(f[0, 0, 5:], D.dct_matrix(9, 5, dtype=torch.float64) @ c_pad, atol=1e-12)
 
 
 def test_model_output_shape_and_context_invariances(bank):
@@ -188,12 +189,14 @@ def test_model_output_shape_and_context_invariances(bank):
     b3["others"] = b2["others"].clone()
     b3["others"][:, 1] += 5.0
     assert torch.allclose(m(b3), ref, atol=1e-5)
-    # permuting the other people (and scene points) leaves the forecast unchanged
+    # permuting the other people, the boxes, and the points inside one azimuth group leaves it unchanged
     b4 = dict(b)
     b4["others"], b4["others_mask"] = b["others"].flip(1), b["others_mask"].flip(1)
-    perm = torch.randperm(b["points"].shape[1])
-    for k in ("points", "points_mask", "point_box"):
-        b4[k] = b[k][:, perm]
+    for k in ("points", "boxes", "boxes_mask"):
+        b4[k] = b[k].flip(1)
+    P = b["points"].shape[2]
+    within = torch.cat([g * (P // 4) + torch.randperm(P // 4) for g in range(4)])
+    b4["points"] = b4["points"][:, :, within]
     assert torch.allclose(m(b4), out, atol=1e-5)
     # the context is used: moving every box changes the forecast
     b5 = dict(b)

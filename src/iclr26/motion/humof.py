@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from iclr26.core.errors import UserError
-from iclr26.motion.dct import joint_tokens, to_dct, tokens_to_seq
+from iclr26.motion.dct import dct_matrix, joint_tokens, tokens_to_seq
 
 MODES = ("humof", "flat", "ego")
 
@@ -123,6 +123,34 @@ def lowpass_scale(dct_n: int, cut: tuple[int, int], w: tuple[float, float]) -> t
     return s.repeat(3)
 
 
+class Attention(nn.Module):
+    """Multi-head attention of ``x`` over ``ctx`` (key width ``ctx_dim``) through
+    ``scaled_dot_product_attention``; ``pad`` [B, Nk] marks keys to ignore (a row with every key padded
+    attends to nothing and returns zeros)."""
+
+    def __init__(self, d: int, ctx_dim: int, heads: int, dropout: float):
+        super().__init__()
+        self.h, self.dropout = heads, dropout
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(ctx_dim, 2 * d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+        B, Nq, d = x.shape
+        q = self.q(x).view(B, Nq, self.h, -1).transpose(1, 2)
+        k, v = self.kv(ctx).view(B, ctx.shape[1], 2, self.h, -1).permute(2, 0, 3, 1, 4)
+        mask = None
+        if pad is not None:
+            mask = ~pad[:, None, None, :]  # True = attend
+            mask = mask | pad.all(1)[:, None, None, None]  # all padded: attend uniformly, zeroed below
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                       dropout_p=self.dropout if self.training else 0.0)
+        y = self.o(y.transpose(1, 2).reshape(B, Nq, d))
+        if pad is not None:
+            y = y.masked_fill(pad.all(1)[:, None, None], 0.0)
+        return y
+
+
 class ReasonLayer(nn.Module):
     """Pre-LN self-attention -> cross-attention -> FFN over the J ego tokens, each branch scaled per DCT
     coefficient and SE-gated when ``freq``."""
@@ -131,8 +159,8 @@ class ReasonLayer(nn.Module):
                  scale: torch.Tensor, se_hidden: int):
         super().__init__()
         self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
-        self.sa = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True)
-        self.ca = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True, kdim=ctx_dim, vdim=ctx_dim)
+        self.sa = Attention(d, d, heads, dropout)
+        self.ca = Attention(d, ctx_dim, heads, dropout)
         self.ctx_ln = nn.LayerNorm(ctx_dim)
         self.ffn = nn.Sequential(nn.Linear(d, ffn), nn.GELU(), nn.Dropout(dropout), nn.Linear(ffn, d))
         self.freq = freq
@@ -145,15 +173,8 @@ class ReasonLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor, ctx_pad: torch.Tensor) -> torch.Tensor:
         h = self.ln1(x)
-        x = x + self._branch(0, self.sa(h, h, h, need_weights=False)[0])
-        c = self.ctx_ln(ctx)
-        # a row whose context is all padding attends to nothing: give it one dummy unmasked key of zeros
-        empty = ctx_pad.all(1)
-        if empty.any():
-            ctx_pad = ctx_pad.clone()
-            ctx_pad[empty, 0] = False
-            c = c.masked_fill(empty[:, None, None] & (torch.arange(c.shape[1]) == 0)[None, :, None], 0.0)
-        x = x + self._branch(1, self.ca(self.ln2(x), c, c, key_padding_mask=ctx_pad, need_weights=False)[0])
+        x = x + self._branch(0, self.sa(h, h))
+        x = x + self._branch(1, self.ca(self.ln2(x), self.ctx_ln(ctx), ctx_pad))
         x = x + self._branch(2, self.ffn(self.ln3(x)))
         return x
 
@@ -181,20 +202,31 @@ def from_root_relative(seq: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def contact_features(ego_abs: torch.Tensor, points: torch.Tensor, sigma: float, n_keep: int) -> torch.Tensor:
-    """``exp(-|s - p_j(t)|^2 / 2 sigma^2)`` per point s, joint j and frame t, DCT over time:
-    ``[B, N, J, 3]`` x ``[B, S, 3]`` -> ``[B, S, J * n_keep]``."""
-    d2 = ((points[:, None, :, None, :] - ego_abs[:, :, None, :, :]) ** 2).sum(-1)  # [B, N, S, J]
-    c = torch.exp(-d2 / (2 * sigma**2))
-    cd = to_dct(c, n_keep, dim=1)  # [B, K, S, J]
+def padded_dct(x_past: torch.Tensor, n: int, n_keep: int, dim: int = 1) -> torch.Tensor:
+    """DCT over ``n`` frames of a series whose frames after the ``H`` given ones repeat the last one,
+    computed from the ``H`` frames alone (the padded frames fold into the last column of the DCT)."""
+    H = x_past.shape[dim]
+    Dm = dct_matrix(n, n_keep, x_past.dtype).to(x_past.device)
+    M = Dm[:, :H].clone()
+    M[:, -1] += Dm[:, H:].sum(1)
+    return torch.movedim(torch.tensordot(M, torch.movedim(x_past, dim, 0), dims=1), 0, dim)
+
+
+def contact_features(ego_past: torch.Tensor, points: torch.Tensor, sigma: float, n_keep: int, n: int) -> torch.Tensor:
+    """``exp(-|s - p_j(t)|^2 / 2 sigma^2)`` per point s, joint j and frame t of the past (padded to ``n`` frames
+    with the last one), DCT over time: ``[B, H, J, 3]`` x ``[B, S, 3]`` -> ``[B, S, J * n_keep]``."""
+    d2 = torch.cdist(points[:, None].expand(-1, ego_past.shape[1], -1, -1).reshape(-1, points.shape[1], 3),
+                     ego_past.reshape(-1, ego_past.shape[2], 3)).pow(2)  # [B*H, S, J]
+    c = torch.exp(-d2 / (2 * sigma**2)).view(ego_past.shape[0], ego_past.shape[1], points.shape[1], -1)
+    cd = padded_dct(c, n, n_keep, dim=1)  # [B, K, S, J]
     return cd.permute(0, 2, 3, 1).reshape(points.shape[0], points.shape[1], -1)
 
 
-def min_dist_kernel(a: torch.Tensor, b: torch.Tensor, sigma: float, n_keep: int) -> torch.Tensor:
-    """Per joint of ``a`` the distance to the nearest joint of ``b`` at each frame, Gaussian kernel, DCT:
-    ``[B, N, J, 3]`` x ``[B, N, J, 3]`` -> ``[B, J, n_keep]``."""
-    d = torch.cdist(a, b).amin(-1)  # [B, N, J]
-    return to_dct(torch.exp(-d**2 / (2 * sigma**2)), n_keep, dim=1).transpose(1, 2)
+def min_dist_kernel(a: torch.Tensor, b: torch.Tensor, sigma: float, n_keep: int, n: int) -> torch.Tensor:
+    """Per joint of ``a`` the distance to the nearest joint of ``b`` at each past frame, Gaussian kernel, DCT
+    over the padded ``n`` frames: ``[B, H, J, 3]`` x ``[B, H, J, 3]`` -> ``[B, J, n_keep]``."""
+    d = torch.cdist(a, b).amin(-1)  # [B, H, J]
+    return padded_dct(torch.exp(-d**2 / (2 * sigma**2)), n, n_keep, dim=1).transpose(1, 2)
 
 
 class HumofModel(nn.Module):
@@ -236,42 +268,35 @@ class HumofModel(nn.Module):
                                                     cfg.se_hidden) for s in scales)
 
     # ------------------------------------------------------------------ context tokens
-    def context(self, ego_abs: torch.Tensor, batch: dict[str, torch.Tensor]):
+    def context(self, ego_past: torch.Tensor, batch: dict[str, torch.Tensor]):
         """(coarse [B, Nc, coarse_dim], coarse pad mask, fine [B, Nf, fine_dim], fine pad mask)."""
         cfg = self.cfg
-        B, N, J, _ = ego_abs.shape
+        B, H, J, _ = ego_past.shape
         K = cfg.contact_dct
-        pts, pmask, pbox = batch["points"], batch["points_mask"], batch["point_box"]
-        boxes, bmask = batch["boxes"], batch["boxes_mask"]
-        nb = boxes.shape[1]
-        feat = self.point_mlp(torch.cat([pts, contact_features(ego_abs, pts, cfg.contact_sigma, K)], -1))  # [B,S,64]
-        neg = torch.finfo(feat.dtype).min
-        # per box (coarse) and per box quadrant (fine) max-pooling
-        onehot = (pbox[..., None] == torch.arange(nb)[None, None]) & pmask[..., None]  # [B, S, nb]
-        box_feat = torch.where(onehot[..., None], feat[:, :, None, :], neg).amax(1)  # [B, nb, 64]
-        box_feat = torch.where(bmask[..., None], box_feat, 0.0)
+        pts, boxes, bmask = batch["points"], batch["boxes"], batch["boxes_mask"]  # [B, nb, P, 3], [B, nb, 6]
+        nb, P = pts.shape[1], pts.shape[2]
+        if P % 4:
+            raise UserError(f"points per box must be a multiple of 4 (four azimuth groups), got {P}")
+        flat = pts.reshape(B, nb * P, 3)
+        feat = self.point_mlp(torch.cat([flat, contact_features(ego_past, flat, cfg.contact_sigma, K, cfg.n)], -1))
+        feat = feat.view(B, nb, 4, P // 4, -1)  # each box's points are sorted by azimuth: 4 contiguous groups
+        group_feat = feat.amax(3)  # [B, nb, 4, 64]
+        box_feat = group_feat.amax(2)  # [B, nb, 64]
         coarse_box = self.box_coarse(torch.cat([box_feat, boxes], -1)) + self.type_coarse[0]
-        rel = pts[..., :2] - torch.gather(boxes[..., :2], 1, pbox[..., None].expand(-1, -1, 2))
-        quad = (rel[..., 0] > 0).long() * 2 + (rel[..., 1] > 0).long()  # [B, S]
-        gid = pbox * 4 + quad
-        g1 = (gid[..., None] == torch.arange(nb * 4)[None, None]) & pmask[..., None]  # [B, S, 4nb]
-        gfeat = torch.where(g1[..., None], feat[:, :, None, :], neg).amax(1)  # [B, 4nb, 64]
-        gcount = g1.sum(1)  # [B, 4nb]
-        gcent = (g1[..., None] * pts[:, :, None, :]).sum(1) / gcount.clamp(min=1)[..., None]
-        gvalid = gcount > 0
-        gfeat = torch.where(gvalid[..., None], gfeat, 0.0)
-        fine_scene = self.group_fine(torch.cat([gfeat, gcent], -1)) + self.type_fine[0]
+        gcent = pts.view(B, nb, 4, P // 4, 3).mean(3)
+        fine_scene = (self.group_fine(torch.cat([group_feat, gcent], -1)) + self.type_fine[0]).reshape(B, nb * 4, -1)
+        gvalid = bmask.repeat_interleave(4, 1)
         # human-human
-        oth, omask = batch["others"], batch["others_mask"]  # [B, P, H, J, 3], [B, P]
-        P = oth.shape[1]
-        oth_abs = pad_past(oth.reshape(B * P, *oth.shape[2:]), cfg.future)  # [BP, N, J, 3]
-        ego_rep = ego_abs.repeat_interleave(P, 0)
-        k1 = min_dist_kernel(ego_rep, oth_abs, cfg.hhi_sigma, K)  # [BP, J, K]
-        k2 = min_dist_kernel(oth_abs, ego_rep, cfg.hhi_sigma, K)
-        otok = joint_tokens(to_root_relative(oth_abs), cfg.dct_n)  # [BP, J, d]
+        oth, omask = batch["others"], batch["others_mask"]  # [B, Po, H, J, 3], [B, Po]
+        Po = oth.shape[1]
+        oth_past = oth.reshape(B * Po, H, J, 3)
+        ego_rep = ego_past.repeat_interleave(Po, 0)
+        k1 = min_dist_kernel(ego_rep, oth_past, cfg.hhi_sigma, K, cfg.n)  # [BPo, J, K]
+        k2 = min_dist_kernel(oth_past, ego_rep, cfg.hhi_sigma, K, cfg.n)
+        otok = joint_tokens(to_root_relative(pad_past(oth_past, cfg.future)), cfg.dct_n)  # [BPo, J, d]
         person = torch.cat([k1.flatten(1), k2.flatten(1), otok[:, 0]], -1)
-        coarse_p = self.person_coarse(person).view(B, P, -1) + self.type_coarse[1]
-        fine_j = self.joint_fine(torch.cat([otok, k2], -1)).view(B, P * J, -1) + self.type_fine[1]
+        coarse_p = self.person_coarse(person).view(B, Po, -1) + self.type_coarse[1]
+        fine_j = self.joint_fine(torch.cat([otok, k2], -1)).view(B, Po * J, -1) + self.type_fine[1]
         coarse = torch.cat([coarse_box, coarse_p], 1)
         coarse_pad = ~torch.cat([bmask, omask], 1)
         fine = torch.cat([fine_scene, fine_j], 1)
@@ -279,8 +304,8 @@ class HumofModel(nn.Module):
         return coarse, coarse_pad, fine, fine_pad
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """batch: ``ego [B, H, J, 3]`` (canonical, absolute), ``others [B, P, H, J, 3]``, ``others_mask``,
-        ``points [B, S, 3]``, ``points_mask``, ``point_box``, ``boxes [B, nb, 6]``, ``boxes_mask``.
+        """batch: ``ego [B, H, J, 3]`` (canonical, absolute), ``others [B, Po, H, J, 3]``, ``others_mask``,
+        ``points [B, nb, P, 3]`` (each box's surface points sorted by azimuth), ``boxes [B, nb, 6]``, ``boxes_mask``.
         Returns the forecast ``[B, T, J, 3]`` in the same frame."""
         cfg = self.cfg
         ego = batch["ego"]
@@ -290,7 +315,7 @@ class HumofModel(nn.Module):
         tok = joint_tokens(to_root_relative(ego_abs), cfg.dct_n)  # [B, J, d]
         h = tok + self.ego_gcn(tok) + self.pos
         if cfg.mode != "ego":
-            coarse, cpad, fine, fpad = self.context(ego_abs, batch)
+            coarse, cpad, fine, fpad = self.context(ego, batch)
             if cfg.mode == "humof":
                 for i, layer in enumerate(self.layers):
                     h = layer(h, coarse, cpad) if i < cfg.coarse_layers else layer(h, fine, fpad)
@@ -413,7 +438,7 @@ def predict(model: HumofModel, data: dict[str, torch.Tensor], batch: int = 512) 
 
 def as_tensors(w) -> dict[str, torch.Tensor]:
     """A :class:`iclr26.motion.scenes.Windows` as the model's batch dict."""
-    keys = ("ego", "future", "others", "others_mask", "points", "points_mask", "point_box", "boxes", "boxes_mask")
+    keys = ("ego", "future", "others", "others_mask", "points", "boxes", "boxes_mask")
     out = {}
     for k in keys:
         a = getattr(w, k)

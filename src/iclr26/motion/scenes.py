@@ -49,7 +49,8 @@ class Box:
         y = np.where(f == 2, self.hy, np.where(f == 3, -self.hy, np.where(f < 2, u * self.hy,
                                                                            rng.uniform(-1, 1, n) * self.hy)))
         z = np.where(f == 4, self.height, v * self.height)
-        return np.stack([x + self.cx, y + self.cy, z], -1)
+        order = np.argsort(np.arctan2(y, x), kind="stable")  # by azimuth: contiguous quarters are spatial groups
+        return np.stack([x + self.cx, y + self.cy, z], -1)[order]
 
     def distance(self, p: np.ndarray) -> np.ndarray:
         """Horizontal distance of points ``[..., 2]`` to the box footprint (0 inside)."""
@@ -62,8 +63,7 @@ class Box:
 class Scene:
     joints: np.ndarray  # [P, F, 15, 3] world, z-up, metres
     boxes: list[Box]
-    points: np.ndarray  # [S, 3] box surface points
-    point_box: np.ndarray  # [S] index of the box each point lies on
+    points: np.ndarray  # [n_boxes, points_per_box, 3] box surface points, each box's sorted by azimuth
     events: np.ndarray  # [P, F, 4] bool: which scripted event acts on person p at frame f
     kind: str
     fps: float
@@ -86,7 +86,7 @@ def _place(pose: np.ndarray, xy: np.ndarray, heading: float, lift: float = 0.0) 
 
 
 def make_scene(bank: PoseBank, seed: int, index: int, *, seconds: float = 12.0, kind: str | None = None,
-               points_per_box: int = 64) -> Scene:
+               points_per_box: int = 32) -> Scene:
     """One scene; deterministic in ``(seed, index)``. ``kind`` (one of :data:`EVENTS`) defaults to
     ``EVENTS[index % 4]``, so every block of four scenes holds each scripted interaction once."""
     rng = np.random.default_rng([seed, index])
@@ -244,13 +244,9 @@ def make_scene(bank: PoseBank, seed: int, index: int, *, seconds: float = 12.0, 
                 gesture_t += 1
             joints[i, f] = _place(pose, pos[i], heading[i])
             roots[i, f] = pos[i]
-    pts, owner = [], []
-    for bi, bx in enumerate(boxes):
-        pts.append(bx.surface_points(points_per_box, rng))
-        owner.append(np.full(points_per_box, bi))
-    points = np.concatenate(pts) if pts else np.zeros((0, 3))
-    point_box = np.concatenate(owner) if owner else np.zeros(0, int)
-    return Scene(joints, boxes, points, point_box, events, kind, fps, {"n_people": n_people})
+    points = np.stack([bx.surface_points(points_per_box, rng) for bx in boxes]) if boxes else \
+        np.zeros((0, points_per_box, 3))
+    return Scene(joints, boxes, points, events, kind, fps, {"n_people": n_people})
 
 
 @dataclass
@@ -259,8 +255,8 @@ class Windows:
 
     ego [N, H, J, 3] past of the primary; future [N, T, J, 3]; others [N, K, H, J, 3] past of up to K other
     people (zeros where ``others_mask`` is False); others_future_root [N, K, T, 2] (for the human-human
-    penetration metric only, never a model input); points [N, S, 3] box surface points (``points_mask``);
-    boxes [N, B, 6] as (cx, cy, half x, half y, height, yaw) with ``boxes_mask``; point_box [N, S] box index;
+    penetration metric only, never a model input); points [N, B, P, 3] the surface points of each box;
+    boxes [N, B, 6] as (cx, cy, half x, half y, height, yaw) with ``boxes_mask``;
     events [N, 4] which scripted event acts on the primary in the future (:data:`EVENTS`); scene [N].
     """
 
@@ -270,8 +266,6 @@ class Windows:
     others_mask: np.ndarray
     others_future_root: np.ndarray
     points: np.ndarray
-    points_mask: np.ndarray
-    point_box: np.ndarray
     boxes: np.ndarray
     boxes_mask: np.ndarray
     events: np.ndarray
@@ -296,8 +290,7 @@ def make_windows(scenes: list[Scene], past: int, future: int, stride: int, max_o
     if past < 2 or future < 1 or stride < 1:
         raise UserError(f"make_windows: need past >= 2, future >= 1, stride >= 1; got {past}, {future}, {stride}")
     rows: dict[str, list] = {k: [] for k in Windows.__dataclass_fields__}
-    S_max = max((len(s.points) for s in scenes), default=0)
-    S_max = max(S_max, 1)
+    n_pts = max((s.points.shape[1] for s in scenes), default=1)
     for si, sc in enumerate(scenes):
         P, F = sc.joints.shape[:2]
         for p in range(P):
@@ -322,13 +315,9 @@ def make_windows(scenes: list[Scene], past: int, future: int, stride: int, max_o
                 for n, k in enumerate(others):
                     ok = canon(sc.joints[k, s:s + past + future])
                     oth[n], om[n], ofr[n] = ok[:past], True, ok[past:, 0, :2]
-                pts = np.zeros((S_max, 3))
-                pm = np.zeros(S_max, bool)
-                pb = np.zeros(S_max, int)
-                if len(sc.points):
-                    pts[:len(sc.points)] = canon(sc.points)
-                    pm[:len(sc.points)] = True
-                    pb[:len(sc.points)] = sc.point_box
+                pts = np.zeros((max_boxes, n_pts, 3))
+                nb = min(len(sc.boxes), max_boxes)
+                pts[:nb] = canon(sc.points[:nb])
                 bxs = np.zeros((max_boxes, 6))
                 bm = np.zeros(max_boxes, bool)
                 for bi, bx in enumerate(sc.boxes[:max_boxes]):
@@ -341,8 +330,6 @@ def make_windows(scenes: list[Scene], past: int, future: int, stride: int, max_o
                 rows["others_mask"].append(om)
                 rows["others_future_root"].append(ofr)
                 rows["points"].append(pts)
-                rows["points_mask"].append(pm)
-                rows["point_box"].append(pb)
                 rows["boxes"].append(bxs)
                 rows["boxes_mask"].append(bm)
                 rows["events"].append(sc.events[p, s + past:s + past + future].any(0))
