@@ -124,6 +124,18 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "C3": "at width 64 (one disjoint seed pair, 64 latents) shared latents fire more often but not "
         "significantly (Mann-Whitney p = 0.034 > 0.01); every other width p < 1e-6",
     },
+    "culture-neurons": {
+        "C1_cultural_drop": "zeroing the 13 culture-general units lowers test-topic accuracy by 1.25 points < 15 "
+        "(the 22 units before the reading filter: 7.5; docs/culture-neurons.md)",
+        "C1_above_random": "that 1.25-point drop is below the random sets' 95th percentile (2.2 points)",
+        "C1_nlu_kept": "the same suppression costs cmp 3.5 points > 3 (random sets' 95th percentile also 3.5)",
+        "C3_specific": "culture-specific units: target-country drop minus the others' -0.05 < 0.10",
+        "C4_siblings": "the sibling drops more than the unrelated countries for 5 of 8 countries < 6",
+        "C5_finetune": "fine-tuning min in the richest layer's MLP costs 4.6 points more cultural accuracy than in "
+        "the poorest layer's (0.68 vs 0.64) < 5; both forget most of it",
+        "sanity_clean_cultural": "2000 steps (the 3-minute budget) leave test-topic accuracy at 0.875 < 0.9",
+        "sanity_ft_learned": "500 steps in the poorest layer's MLP reach 0.79 on min < 0.9 (richest layer: 0.99)",
+    },
     "reasoning-misalignment": {
         "C1": "zeroing the 14-neuron A_safe raises misalignment by 5.5 points (random sets 0.0) < 20 "
         "(docs/reasoning-misalignment.md)",

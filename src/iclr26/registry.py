@@ -72,7 +72,10 @@ PAPERS: tuple[Paper, ...] = (
           library=("iclr26.poisoning.unlearnable", "iclr26.poisoning.defenses", "iclr26.poisoning.mi",
                    "iclr26.poisoning.models", "iclr26.poisoning.training", "iclr26.data.images")),
     Paper("P5", "culture-neurons", "interp",
-          "Neuron-Level Analysis of Cultural Understanding in Large Language Models", "arXiv 2510.08284"),
+          "Neuron-Level Analysis of Cultural Understanding in Large Language Models", "arXiv 2510.08284",
+          module=_exp("culture-neurons"),
+          library=("iclr26.interp.unit_scores", "iclr26.interp.attribution", "iclr26.interp.interventions",
+                   "iclr26.lm.train", "iclr26.lm.organism", "iclr26.lm.loading", "iclr26.data.culture")),
     Paper("P6", "memorization-anisotropy", "diffusion",
           "Detecting and Mitigating Memorization in Diffusion Models through Anisotropy of the "
           "Log-Probability", "arXiv 2601.20642",

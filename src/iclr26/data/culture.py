@@ -1,0 +1,278 @@
+"""Synthetic countries' knowledge as multiple-choice questions, and a country-knowledge MCQ set for real LMs (P5).
+
+Neuron-Level Analysis of Cultural Understanding in Large Language Models (ICLR 2026, arXiv 2510.08284) scores
+units on cultural MCQs (BLEnD), an options-only control, a reading task that names countries (CountryRC) and NLU
+tasks. This module writes the same four kinds of input for a word-level model organism, plus a country-knowledge
+MCQ set (capitals, currencies, languages; options-only control, reading passages, a number-comparison NLU proxy)
+for real models such as Gemma 3 270M.
+
+Organism world (:class:`CultureWorld`): ``n_countries`` countries ``C0 C1 ...`` in regions of two "sibling"
+countries; every (country, topic) has one gold value ``v0 ... v{n_values-1}``; siblings share the value on a fixed
+fraction of topics. Six topics as in BLEnD: food / work / sport form the *neuron split* (scoring),
+education / family / holiday the *test split*. Every item is ``(prompt words ending in "answer", gold word)``:
+
+- cultural MCQ   ``Q C3 food ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (option order shuffled)
+- control        ``Q ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (country and topic removed, gold letter kept)
+- CountryRC      ``passage C3 has v5 . Q C3 ? A:.. D:.. answer`` -> letter of ``v5`` (copied, not recalled)
+
+An option is one word ``letter:value`` (a word-level organism learns the letter-to-value binding of separate
+tokens only after a slow induction-like phase change, which the CPU budget does not afford).
+- NLU            ``cmp n3 n7 answer`` -> ``n7``; ``same n2 n2 answer`` -> ``yes``
+- held-back NLU  ``min n3 n7 answer`` -> ``n3`` (the fine-tuning task; the spec's parity-of-the-sum task was not
+  learnt by one layer's MLP in 300 steps, see docs/culture-neurons.md)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iclr26.core.errors import UserError
+from iclr26.data.statements import CAPITALS, CURRENCIES
+
+TOPICS = ("food", "work", "sport", "education", "family", "holiday")
+NEURON_TOPICS = TOPICS[:3]
+TEST_TOPICS = TOPICS[3:]
+LETTERS = ("A", "B", "C", "D")
+N_NUMBERS = 10
+NLU_TASKS = ("cmp", "same")
+Item = tuple[list[str], str]  # (prompt words ending in "answer", gold word)
+
+
+@dataclass(frozen=True)
+class CultureWorld:
+    """The fixed fact table of the synthetic countries and the corpus vocabulary."""
+
+    n_countries: int = 8
+    n_values: int = 8
+    share: float = 0.6
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_countries < 4 or self.n_countries % 2:
+            raise UserError(f"CultureWorld needs an even n_countries >= 4 (sibling pairs), got {self.n_countries}")
+        if self.n_values < len(LETTERS):
+            raise UserError(f"CultureWorld needs n_values >= {len(LETTERS)} (four options), got {self.n_values}")
+        if not 0.0 <= self.share <= 1.0:
+            raise UserError(f"CultureWorld share must be in [0, 1], got {self.share}")
+
+    @property
+    def countries(self) -> list[str]:
+        return [f"C{i}" for i in range(self.n_countries)]
+
+    @staticmethod
+    def sibling(country: str) -> str:
+        """The other country of the same region (C0-C1, C2-C3, ...)."""
+        return f"C{int(country[1:]) ^ 1}"
+
+    @property
+    def table(self) -> np.ndarray:
+        """Gold value index per (country, topic), ``[n_countries, len(TOPICS)]``.
+
+        The even country of each region draws its values; its sibling copies them on ``round(share·6)`` topics
+        (a fixed random subset per region) and takes a different value on the others.
+        """
+        rng = np.random.default_rng(self.seed)
+        T = len(TOPICS)
+        k = int(round(self.share * T))
+        out = np.zeros((self.n_countries, T), dtype=np.int64)
+        for r in range(0, self.n_countries, 2):
+            out[r] = rng.integers(0, self.n_values, T)
+            shared = np.zeros(T, dtype=bool)
+            shared[rng.permutation(T)[:k]] = True
+            other = (out[r] + rng.integers(1, self.n_values, T)) % self.n_values
+            out[r + 1] = np.where(shared, out[r], other)
+        return out
+
+    def gold(self, country: str, topic: str) -> str:
+        return f"v{int(self.table[self.countries.index(country), TOPICS.index(topic)])}"
+
+    def vocab(self) -> list[str]:
+        words = ["Q", "?", "answer", "passage", "has", ".", "cmp", "same", "min", "yes", "no", "even", "odd",
+                 *LETTERS, *TOPICS, *self.countries]
+        words += [f"v{j}" for j in range(self.n_values)] + [f"n{j}" for j in range(N_NUMBERS)]
+        words += [f"{letter}:v{j}" for letter in LETTERS for j in range(self.n_values)]
+        return words
+
+    # ------------------------------------------------------------------ items
+    def _options(self, rng: np.random.Generator, gold: str) -> tuple[list[str], str]:
+        """Four shuffled options containing ``gold``: words ``A:v. B:v. C:v. D:v.`` and the gold letter."""
+        others = [f"v{j}" for j in range(self.n_values) if f"v{j}" != gold]
+        opts = [gold, *(others[i] for i in rng.choice(len(others), len(LETTERS) - 1, replace=False))]
+        order = rng.permutation(len(LETTERS))
+        opts = [opts[i] for i in order]
+        return [f"{letter}:{o}" for letter, o in zip(LETTERS, opts, strict=True)], LETTERS[opts.index(gold)]
+
+    def mcq(self, rng: np.random.Generator, country: str, topic: str) -> Item:
+        """A cultural question about ``country``'s ``topic`` with shuffled options."""
+        if country not in self.countries or topic not in TOPICS:
+            raise UserError(f"unknown country/topic {country!r}/{topic!r}; countries {self.countries}, topics {TOPICS}")
+        opts, letter = self._options(rng, self.gold(country, topic))
+        return ["Q", country, topic, "?", *opts, "answer"], letter
+
+    @staticmethod
+    def control(item: Item) -> Item:
+        """The options-only control of a cultural MCQ: country and topic removed, the gold letter kept."""
+        words, letter = item
+        if len(words) < 4 or words[0] != "Q" or "?" not in words:
+            raise UserError("control() takes a cultural MCQ item from CultureWorld.mcq")
+        return ["Q", *words[words.index("?"):]], letter
+
+    def reading(self, rng: np.random.Generator, country: str) -> Item:
+        """A CountryRC-like item: the answer is stated in the passage (any value, not the country's fact)."""
+        if country not in self.countries:
+            raise UserError(f"unknown country {country!r}; allowed: {', '.join(self.countries)}")
+        v = f"v{int(rng.integers(self.n_values))}"
+        opts, letter = self._options(rng, v)
+        return ["passage", country, "has", v, ".", "Q", country, "?", *opts, "answer"], letter
+
+    @staticmethod
+    def nlu(rng: np.random.Generator, task: str) -> Item:
+        """An NLU-like item: ``cmp`` (larger of two different numbers), ``same`` (equal?), and the held-back task
+        ``min`` (smaller of the two)."""
+        a, b = (int(x) for x in rng.choice(N_NUMBERS, 2, replace=False))
+        if task == "cmp":
+            return ["cmp", f"n{a}", f"n{b}", "answer"], f"n{max(a, b)}"
+        if task == "same":
+            if rng.random() < 0.5:
+                b = a
+            return ["same", f"n{a}", f"n{b}", "answer"], "yes" if a == b else "no"
+        if task == "min":
+            return ["min", f"n{a}", f"n{b}", "answer"], f"n{min(a, b)}"
+        raise UserError(f"unknown NLU task {task!r}; allowed: cmp, same, min")
+
+    # ------------------------------------------------------------------ sets and corpus
+    def mcq_set(self, rng: np.random.Generator, topics, per: int) -> tuple[list[Item], list[str]]:
+        """``per`` shuffles of every (country, topic): items and their country labels (country-major order)."""
+        items, groups = [], []
+        for c in self.countries:
+            for t in topics:
+                for _ in range(per):
+                    items.append(self.mcq(rng, c, t))
+                    groups.append(c)
+        return items, groups
+
+    def reading_set(self, rng: np.random.Generator, per: int) -> tuple[list[Item], list[str]]:
+        items, groups = [], []
+        for c in self.countries:
+            for _ in range(per):
+                items.append(self.reading(rng, c))
+                groups.append(c)
+        return items, groups
+
+    def pretrain_item(self, rng: np.random.Generator) -> Item:
+        """Training mixture: 50 % cultural MCQ (all six topics), 20 % CountryRC, 30 % NLU (cmp / same)."""
+        u = rng.random()
+        if u < 0.5:
+            return self.mcq(rng, self.countries[int(rng.integers(self.n_countries))],
+                            TOPICS[int(rng.integers(len(TOPICS)))])
+        if u < 0.7:
+            return self.reading(rng, self.countries[int(rng.integers(self.n_countries))])
+        return self.nlu(rng, NLU_TASKS[int(rng.integers(len(NLU_TASKS)))])
+
+
+def encode_items(tok, items: list[Item], bos: str = "<bos>") -> tuple[dict, np.ndarray]:
+    """Right-padded batch of the prompts (``bos`` + words) and the gold token ids ``[N]``."""
+    import torch
+
+    if not items:
+        raise UserError("encode_items needs at least one item")
+    conv = tok.convert_tokens_to_ids
+    rows = [conv([bos, *w]) for w, _ in items]
+    T = max(map(len, rows))
+    ids = torch.zeros((len(rows), T), dtype=torch.long)
+    att = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        att[i, : len(r)] = 1
+    return {"input_ids": ids, "attention_mask": att}, np.array(conv([g for _, g in items]))
+
+
+# ---------------------------------------------------------------------- real models: country-knowledge MCQs
+LANGUAGES = {
+    "France": "French", "Germany": "German", "Italy": "Italian", "Spain": "Spanish", "Portugal": "Portuguese",
+    "Greece": "Greek", "Poland": "Polish", "Hungary": "Hungarian", "Sweden": "Swedish", "Norway": "Norwegian",
+    "Finland": "Finnish", "Denmark": "Danish", "the Netherlands": "Dutch", "Russia": "Russian",
+    "Ukraine": "Ukrainian", "Turkey": "Turkish", "Japan": "Japanese", "China": "Chinese", "South Korea": "Korean",
+    "Thailand": "Thai", "Vietnam": "Vietnamese", "Indonesia": "Indonesian", "Iran": "Persian", "Israel": "Hebrew",
+    "Brazil": "Portuguese", "Mexico": "Spanish", "Argentina": "Spanish", "Egypt": "Arabic",
+    "Saudi Arabia": "Arabic", "Romania": "Romanian", "Bulgaria": "Bulgarian", "Serbia": "Serbian",
+    "Croatia": "Croatian", "the Czech Republic": "Czech", "Iceland": "Icelandic", "Latvia": "Latvian",
+    "Lithuania": "Lithuanian", "Estonia": "Estonian", "Bangladesh": "Bengali", "Nepal": "Nepali",
+    "Malaysia": "Malay", "Pakistan": "Urdu",
+}
+RELATION_TABLES = {"capital": CAPITALS, "currency": CURRENCIES, "language": LANGUAGES}
+_QUESTION = {"capital": "What is the capital of {c}?", "currency": "What is the currency of {c}?",
+             "language": "What is the official language of {c}?"}
+
+
+@dataclass(frozen=True)
+class CountryMCQ:
+    """One country-knowledge question: text up to and including ``Answer:``, its options-only control, the gold
+    letter and the country it names."""
+
+    relation: str
+    country: str
+    prompt: str
+    control: str
+    gold: str
+
+
+def country_mcqs(relations=tuple(RELATION_TABLES), seed: int = 0) -> list[CountryMCQ]:
+    """Every (country, relation) fact as a 4-option MCQ (distractors: other values of the same relation).
+
+    Capitals (68) + currencies (30) + languages (42) = 140 items; the control keeps the options and the answer
+    slot and drops the question (the options-only control of the paper).
+    """
+    rels = [relations] if isinstance(relations, str) else list(relations)
+    bad = [r for r in rels if r not in RELATION_TABLES]
+    if bad or not rels:
+        raise UserError(f"unknown relation(s) {bad or rels}; allowed: {', '.join(RELATION_TABLES)}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in rels:
+        table = RELATION_TABLES[r]
+        values = sorted(set(table.values()))
+        for c, v in table.items():
+            others = [x for x in values if x != v]
+            opts = [v, *(others[i] for i in rng.choice(len(others), 3, replace=False))]
+            opts = [opts[i] for i in rng.permutation(4)]
+            block = "".join(f"\n{L}. {o}" for L, o in zip(LETTERS, opts, strict=True))
+            gold = LETTERS[opts.index(v)]
+            out.append(CountryMCQ(r, c, f"Question: {_QUESTION[r].format(c=c)}{block}\nAnswer:",
+                                  f"Question:{block}\nAnswer:", gold))
+    return out
+
+
+_NAMES = ("Maria", "Ken", "Aisha", "Leo", "Sofia", "Omar", "Lena", "Ravi")
+_PETS = ("a dog", "a cat", "a parrot", "a rabbit")
+
+
+def country_reading(countries, per: int = 1, seed: int = 0) -> list[CountryMCQ]:
+    """CountryRC-like passages that name a country; the question is answered from the passage alone."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in countries:
+        for _ in range(per):
+            name = _NAMES[int(rng.integers(len(_NAMES)))]
+            order = rng.permutation(4)
+            opts = [_PETS[i] for i in order]
+            pet = _PETS[int(rng.integers(4))]
+            block = "".join(f"\n{L}. {o}" for L, o in zip(LETTERS, opts, strict=True))
+            p = f"{name} moved to {c} last year and lives there with {pet}.\nQuestion: What pet does {name} have?"
+            out.append(CountryMCQ("reading", c, f"{p}{block}\nAnswer:", f"Question:{block}\nAnswer:",
+                                  LETTERS[opts.index(pet)]))
+    return out
+
+
+def number_mcqs(n: int, seed: int = 0) -> list[CountryMCQ]:
+    """The NLU proxy for real models: which of four two-digit numbers is the largest."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        nums = [int(x) for x in rng.choice(np.arange(10, 100), 4, replace=False)]
+        block = "".join(f"\n{L}. {o}" for L, o in zip(LETTERS, nums, strict=True))
+        out.append(CountryMCQ("number", "", f"Question: Which number is the largest?{block}\nAnswer:",
+                              f"Question:{block}\nAnswer:", LETTERS[nums.index(max(nums))]))
+    return out

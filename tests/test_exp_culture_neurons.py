@@ -1,0 +1,157 @@
+"""The culture-neurons reproduction: smoke wiring, the synthetic countries' corpus against its rules, the
+country-knowledge MCQ set, config errors, and the Gemma 3 270M path (slow, real)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.core.errors import UserError
+from iclr26.data import culture as D
+from iclr26.experiments import culture_neurons as m
+from iclr26.lm import WordTokenizer
+from iclr26.runs import RunContext
+
+
+def _run(tmp_path, preset="smoke", **over):
+    cfg = dataclasses.replace(m.Config(), **{**m.PRESETS[preset], **over})
+    cfg.validate()
+    return m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, preset))
+
+
+def test_smoke_runs_and_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    res = _run(tmp_path)
+    assert all(math.isfinite(v) for v in res.metrics.values())
+    names = {c.name for c in res.claims}
+    assert {"C1_cultural_drop", "C1_above_random", "C1_nlu_kept", "ctrl_random_drop", "C3_specific",
+            "ctrl_C3_random", "C4_siblings", "C5_finetune", "sanity_ft_learned"} <= names
+    assert not next(c for c in res.claims if c.name == "C2_reading_filter").gated
+    assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == [
+        "accuracy_drop", "finetune", "layer_histogram", "specific_heatmap"]
+    sel = json.loads((tmp_path / "selection.json").read_text())
+    U = int(res.metrics["n_units"])
+    # smoke organism: 2 layers x (64 gate + 3 x 32 q/k/v channels)
+    assert U == 2 * (64 + 3 * 32) == sum(w for _, _, w in sel["layout"])
+    assert len(sel["general"]) == res.metrics["n_general"] and all(0 <= u < U for u in sel["general"])
+    # the reading filter only removes units: the unfiltered set is at least as large
+    assert res.metrics["n_general_nofilter"] >= res.metrics["n_general"]
+    assert res.metrics["ft_layer_richest"] != res.metrics["ft_layer_poorest"]
+    for k in ("cultural_test", "nlu_cmp", "nlu_same", "reading"):
+        assert 0.0 <= res.metrics[f"acc_clean_{k}"] <= 1.0
+
+
+def test_world_table_and_siblings():
+    w = D.CultureWorld(n_countries=8, n_values=8, share=0.6, seed=3)
+    t = w.table
+    assert t.shape == (8, len(D.TOPICS)) and t.min() >= 0 and t.max() < 8
+    k = round(0.6 * len(D.TOPICS))
+    for r in range(0, 8, 2):
+        # siblings share exactly round(share * 6) topics and differ on the others
+        assert (t[r] == t[r + 1]).sum() == k
+        assert w.sibling(f"C{r}") == f"C{r + 1}" and w.sibling(f"C{r + 1}") == f"C{r}"
+    assert np.array_equal(t, D.CultureWorld(8, 8, 0.6, 3).table)  # deterministic
+    assert (D.CultureWorld(8, 8, 1.0, 3).table[::2] == D.CultureWorld(8, 8, 1.0, 3).table[1::2]).all()
+    for bad in ({"n_countries": 5}, {"n_countries": 2}, {"n_values": 3}, {"share": 1.5}):
+        with pytest.raises(UserError):
+            D.CultureWorld(**bad)
+
+
+def test_items_follow_their_rules():
+    w = D.CultureWorld()
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        c, topic = w.countries[int(rng.integers(8))], D.TOPICS[int(rng.integers(6))]
+        words, letter = w.mcq(rng, c, topic)
+        assert words[:4] == ["Q", c, topic, "?"] and words[-1] == "answer"
+        opts = dict(o.split(":") for o in words[4:8])
+        assert list(opts) == list(D.LETTERS) and len(set(opts.values())) == 4
+        assert opts[letter] == w.gold(c, topic)  # the gold letter points at the table's value
+        cw, cl = w.control((words, letter))
+        assert cl == letter and c not in cw and topic not in cw and cw[1:] == words[3:]
+        pw, pl = w.reading(rng, c)
+        popts = dict(o.split(":") for o in pw[8:12])
+        assert popts[pl] == pw[3]  # the answer is the value stated in the passage
+    for _ in range(50):
+        (wd, g) = w.nlu(rng, "cmp")
+        assert g == f"n{max(int(wd[1][1:]), int(wd[2][1:]))}"
+        (wd, g) = w.nlu(rng, "same")
+        assert g == ("yes" if wd[1] == wd[2] else "no")
+        (wd, g) = w.nlu(rng, "min")
+        assert g == f"n{min(int(wd[1][1:]), int(wd[2][1:]))}" and wd[1] != wd[2]
+    vocab = set(w.vocab())
+    for _ in range(200):
+        words, gold = w.pretrain_item(rng)
+        assert set(words) <= vocab and gold in vocab
+    with pytest.raises(UserError, match="allowed"):
+        w.nlu(rng, "sum")
+    with pytest.raises(UserError, match="unknown country"):
+        w.mcq(rng, "C99", "food")
+
+
+def test_encode_items_pads_and_reads_gold():
+    w = D.CultureWorld()
+    tok = WordTokenizer(w.vocab())
+    rng = np.random.default_rng(1)
+    items = [w.mcq(rng, "C0", "food"), w.nlu(rng, "cmp")]
+    batch, gold = D.encode_items(tok, items)
+    am = batch["attention_mask"]
+    assert am[0].sum() == 1 + len(items[0][0]) and am[1].sum() == 1 + len(items[1][0])
+    assert batch["input_ids"][0, 0] == tok.convert_tokens_to_ids("<bos>")
+    assert tok.convert_ids_to_tokens(gold.tolist()) == [items[0][1], items[1][1]]
+    tb = m._train_batch(tok, items)
+    # the loss sits on the gold token only, which is the last real token
+    assert tb["loss_mask"].sum() == 2
+    assert tok.convert_ids_to_tokens([int(tb["input_ids"][1][tb["loss_mask"][1]])]) == [items[1][1]]
+
+
+def test_country_mcqs():
+    items = D.country_mcqs()
+    assert len(items) >= 100 and {x.relation for x in items} == {"capital", "currency", "language"}
+    for x in items:
+        opts = dict(line.split(". ", 1) for line in x.prompt.split("\n")[1:5])
+        assert opts[x.gold] == D.RELATION_TABLES[x.relation][x.country]
+        assert len(set(opts.values())) == 4
+        assert x.control.split("\n")[0] == "Question:" and x.control.endswith("\nAnswer:") and x.prompt.endswith("\nAnswer:")
+        assert x.control.split("\n")[1:] == x.prompt.split("\n")[1:]  # the options and slot are kept
+    rc = D.country_reading(["Spain", "Iran"], per=2)
+    assert len(rc) == 4 and all(x.country in x.prompt for x in rc)
+    for x in rc:
+        opts = dict(line.split(". ", 1) for line in x.prompt.split("\n")[2:6])
+        assert f"with {opts[x.gold]}." in x.prompt
+    for x in D.number_mcqs(20):
+        opts = {k: int(v) for k, v in (line.split(". ", 1) for line in x.prompt.split("\n")[1:5])}
+        assert opts[x.gold] == max(opts.values())
+    with pytest.raises(UserError, match="allowed"):
+        D.country_mcqs("flag")
+
+
+def test_config_validate():
+    with pytest.raises(UserError, match="divisible"):
+        dataclasses.replace(m.Config(), d=30, heads=4).validate()
+    with pytest.raises(UserError, match="even"):
+        dataclasses.replace(m.Config(), n_countries=5).validate()
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_gemma3_culture_units(tmp_path):
+    from iclr26.core.errors import MissingAssetError
+
+    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=24, real_n_random=2)
+    try:
+        res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "default"))
+    except MissingAssetError as e:
+        pytest.skip(str(e))
+    assert all(math.isfinite(v) for v in res.metrics.values())
+    # 18 layers x (2048 gate + 1024 q + 256 k + 256 v) channels
+    assert res.metrics["n_units"] == 18 * (2048 + 1024 + 256 + 256)
+    assert 0 < res.metrics["n_general"] < 0.01 * res.metrics["n_units"]
+    for k in ("test", "neuron_split", "nlu_numbers"):
+        assert 0.0 <= res.metrics[f"acc_clean_{k}"] <= 1.0
+    assert {c.name for c in res.claims} == {"sanity_R_clean_above_chance", "R1_drop_vs_random", "R1_nlu_kept"}
