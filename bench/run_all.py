@@ -21,6 +21,7 @@ SCRIPTS = [
     ["poisoning.py"],
     ["est.py"],
     ["rangeformer_logdet.py", "--threads", "1"],
+    ["memorization_score.py", "--prompts", "8", "--threads", "1"],
     ["ampo_advantage.py"],
 ]
 
