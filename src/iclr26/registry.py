@@ -131,7 +131,9 @@ PAPERS: tuple[Paper, ...] = (
           "Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization", "arXiv 2502.11646"),
     Paper("P18", "ptq-meta-weighting", "diffusion",
           "Beyond Uniformity: Sample and Frequency Meta Weighting for Post-Training Quantization of "
-          "Diffusion Models", "OpenReview FDdOD3qwS7"),
+          "Diffusion Models", "OpenReview FDdOD3qwS7",
+          module=_exp("ptq-meta-weighting"),
+          library=("iclr26.diffusion.ptq", "iclr26.diffusion.ddpm", "iclr26.data.images")),
     Paper("P19", "sae-seeds", "interp",
           "Sparse Autoencoders Trained on the Same Data Learn Different Features", "arXiv 2501.16615",
           module=_exp("sae-seeds"),
