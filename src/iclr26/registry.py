@@ -128,7 +128,10 @@ PAPERS: tuple[Paper, ...] = (
           library=("iclr26.flows.fdfi", "iclr26.flows.fdfi_stats", "iclr26.flows.fdfi_baselines",
                    "iclr26.flows.core", "iclr26.data.feature_importance")),
     Paper("P17", "hyper-set", "architectures",
-          "Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization", "arXiv 2502.11646"),
+          "Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization", "arXiv 2502.11646",
+          module=_exp("hyper-set"),
+          library=("iclr26.architectures.hyper_set", "iclr26.architectures.vit", "iclr26.data.sudoku",
+                   "iclr26.data.images")),
     Paper("P18", "ptq-meta-weighting", "diffusion",
           "Beyond Uniformity: Sample and Frequency Meta Weighting for Post-Training Quantization of "
           "Diffusion Models", "OpenReview FDdOD3qwS7",

@@ -377,7 +377,7 @@ class HyperSETForSudoku(nn.Module):
         super().__init__()
         cfg = dataclasses.replace(cfg, input_cond=True)
         self.tok = nn.Embedding(digits + 1, cfg.d)
-        self.pos = nn.Parameter(torch.randn(1, cells, cfg.d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, cells, cfg.d))  # unit scale, like the cell embeddings
         self.encoder = HyperSETEncoder(cfg)
         self.head_norm = nn.LayerNorm(cfg.d)
         self.head = nn.Linear(cfg.d, digits)

@@ -146,7 +146,7 @@ class TransformerForSudoku(nn.Module):
     def __init__(self, cfg: ViTConfig, *, cells: int = 16, digits: int = 4):
         super().__init__()
         self.tok = nn.Embedding(digits + 1, cfg.d)
-        self.pos = nn.Parameter(torch.randn(1, cells, cfg.d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, cells, cfg.d))  # unit scale, like the cell embeddings
         self.encoder = ViTEncoder(cfg)
         self.head_norm = nn.LayerNorm(cfg.d)
         self.head = nn.Linear(cfg.d, digits)
