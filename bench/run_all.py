@@ -23,6 +23,7 @@ SCRIPTS = [
     ["rangeformer_logdet.py", "--threads", "1"],
     ["memorization_score.py", "--prompts", "8", "--threads", "1"],
     ["ampo_advantage.py"],
+    ["hyper_set_step.py", "--threads", "1", "--repeats", "10"],
     ["sae_edit_overhead.py", "--threads", "1", "--repeats", "5"],
 ]
 
