@@ -203,7 +203,8 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "spec's 1500 steps (< 0.7): C1 is inconclusive at this scale (docs/rangeformer.md)",
         "ctrl_charton_w_vs_constant": "the same under-training: Charton/W is no better than the training-mean "
         "constant in distribution (0.345 vs 0.370)",
-        "C1_ood_collapse": "Charton/W OOD 0.185 vs ID 0.345 (ratio 0.54 > 0.5); its ID accuracy is itself low",
+        "C1_ood_collapse": "Charton/W OOD 0.185 vs ID 0.345 (ratio 0.54 > 0.5; seeds 1 / 2: 0.33 / 0.68); its ID "
+        "accuracy is itself low, so the ratio is noise",
         "C2_rf_s_vs_charton_ood": "RangeFormer-lite/S reaches 0.195 on the OOD stand-ins, +0.01 over Charton/W "
         "(not +0.2): our reconstruction does not reproduce the OOD gain",
         "C3_data_intervention": "RF/S 0.195 vs RF/W 0.215 on the OOD stand-ins: structured pre-training helps on "
