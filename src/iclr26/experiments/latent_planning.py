@@ -361,14 +361,14 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         ax.plot(W, [m[f"d{d}_zero_drop_{mode}"] for d in W], mk, label=f"planning latents ({mode})")
         ax.plot(W, [m[f"d{d}_rand_zero_drop_{mode}"] for d in W], mk, c="gray", alpha=0.7,
                 label=f"random latents ({mode})")
-    ax.set(xscale="log", xlabel="width d", ylabel="drop in P(correct article)", title="zero ablation")
+    ax.set(xlabel="width d", ylabel="drop in P(correct article)", title="zero ablation")
     ax.set_xticks(W, [str(d) for d in W])
     ax.axhline(0, c="k", lw=0.5)
     ax.legend(fontsize=7)
     ax = axes[1]
     ax.plot(W, [m[f"d{d}_swap_rise"] for d in W], "o-", label="planning latents of the other noun")
     ax.plot(W, [m[f"d{d}_swap_rise_rand"] for d in W], "o-", c="gray", label="random latents")
-    ax.set(xscale="log", xlabel="width d", ylabel="rise in P(other article)", title=f"swap (x{cfg.scale:g})")
+    ax.set(xlabel="width d", ylabel="rise in P(other article)", title=f"swap (x{cfg.scale:g})")
     ax.set_xticks(W, [str(d) for d in W])
     ax.legend(fontsize=7)
     ctx.save_figure(fig, "ablation_vs_width", "Zero-ablation and swap effects of planning latents vs width, "
@@ -378,12 +378,12 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     axes[0].plot(W, [m[f"d{d}_acc_trained"] for d in W], "o-", label="trained nouns")
     axes[0].plot(W, [m[f"d{d}_acc_heldout"] for d in W], "s-", label="held-out nouns")
     axes[0].axhline(0.5, c="gray", ls=":")
-    axes[0].set(xscale="log", xlabel="width d", ylabel="article accuracy", ylim=(0, 1.05))
+    axes[0].set(xlabel="width d", ylabel="article accuracy", ylim=(0, 1.05))
     axes[0].set_xticks(W, [str(d) for d in W])
     axes[0].legend(fontsize=7)
     axes[1].plot(W, [m[f"d{d}_n_plan_per_item"] for d in W], "o-", label="planning latents per item")
     axes[1].plot(W, [m[f"d{d}_frac_items_with_plan"] for d in W], "s-", label="fraction of items with any")
-    axes[1].set(xscale="log", xlabel="width d")
+    axes[1].set(xlabel="width d")
     axes[1].set_xticks(W, [str(d) for d in W])
     axes[1].legend(fontsize=7)
     ctx.save_figure(fig, "behaviour_vs_width", "Article accuracy (trained / held-out nouns) and planning latents "
