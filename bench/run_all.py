@@ -25,6 +25,7 @@ SCRIPTS = [
     ["ampo_advantage.py"],
     ["hyper_set_step.py", "--threads", "1", "--repeats", "10"],
     ["sae_edit_overhead.py", "--threads", "1", "--repeats", "5"],
+    ["ptq_calibration.py", "--iters", "20", "--threads", "1"],
 ]
 
 
