@@ -98,6 +98,15 @@ def test_paper_names_its_library_modules(slug):
 KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
     # Gated claims measured NOT to hold at the default preset, each with the reason its docs give. The
     # test still runs them and fails on any other gated claim; a claim here that starts to hold is fine.
+    "ptq-meta-weighting": {
+        "sanity_rtn_gap": "W4A8 RTN's FD-digits is only 1.02x the FP model's (600-step FP model): no gap to close",
+        "C1_traj_l2_every_seed": "reconstruction of P18: 'both' is worse than uniform in the worst seed (-0.015 L2)",
+        "C1_traj_l2_gain_vs_spread": "mean trajectory-L2 gain of 'both' over uniform is negative (-0.032 after 2x spread)",
+        "C1_fd_every_seed": "'both' has a higher FD-digits than uniform in the worst seed (-1.70)",
+        "C1_fd_gain_vs_spread": "mean FD gain of 'both' over uniform is negative (-4.65 after 2x spread)",
+        "C1_traj_l2_bootstrap": "paired bootstrap CI of uniform - both trajectory L2 lies below 0 (lower bound -0.011)",
+        "ctrl_random_weights": "fixed random weights of matched entropy do as well as or better than 'both' (CI lo -0.0075)",
+    },
     "composable-subnetworks": {
         "C1b": "single-class modules pick their own class on ~40% of off-class samples, F1 0.36 vs 0.83",
         "C1f": "the same over-prediction, measured as the off-class argmax share (0.38 above the generalist)",
