@@ -22,6 +22,7 @@ SCRIPTS = [
     ["est.py"],
     ["rangeformer_logdet.py", "--threads", "1"],
     ["memorization_score.py", "--prompts", "8", "--threads", "1"],
+    ["humof_forward.py", "--threads", "1", "--repeats", "20"],
     ["ampo_advantage.py"],
     ["hyper_set_step.py", "--threads", "1", "--repeats", "10"],
     ["sae_edit_overhead.py", "--threads", "1", "--repeats", "5"],

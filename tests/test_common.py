@@ -96,6 +96,10 @@ def test_paper_names_its_library_modules(slug):
 # stay gated (reported as failing in every run) and are exempted here only; remove an entry as soon
 # as the claim holds.
 KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
+    "humof": {
+        "C5_hsi_penetration": "HUMOF-lite's forecasts enter boxes in 2.7% of frames vs ego-only's 2.0% (ground truth "
+        "1.1%): the context-aware arms predict paths that pass closer to obstacles (docs/humof.md)",
+    },
     # Gated claims measured NOT to hold at the default preset, each with the reason its docs give. The
     # test still runs them and fails on any other gated claim; a claim here that starts to hold is fine.
     "ptq-meta-weighting": {

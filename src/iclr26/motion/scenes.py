@@ -86,7 +86,7 @@ def _place(pose: np.ndarray, xy: np.ndarray, heading: float, lift: float = 0.0) 
 
 
 def make_scene(bank: PoseBank, seed: int, index: int, *, seconds: float = 12.0, kind: str | None = None,
-               points_per_box: int = 32) -> Scene:
+               points_per_box: int = 16) -> Scene:
     """One scene; deterministic in ``(seed, index)``. ``kind`` (one of :data:`EVENTS`) defaults to
     ``EVENTS[index % 4]``, so every block of four scenes holds each scripted interaction once."""
     rng = np.random.default_rng([seed, index])
