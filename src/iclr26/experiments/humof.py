@@ -34,10 +34,10 @@ from iclr26.motion.humof import (
     fit,
     hhi_penetration,
     matched_flat_config,
-    with_contact,
     path_error,
     pose_error,
     predict,
+    with_contact,
     zero_velocity,
 )
 from iclr26.motion.mocap import JOINTS, PARENTS, pose_bank

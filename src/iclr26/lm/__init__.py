@@ -2,15 +2,6 @@
 
 from iclr26.lm.loading import load_model
 from iclr26.lm.organism import WordTokenizer, tiny_config, tiny_lm
-from iclr26.lm.train import (
-    ORGANISM_MARKERS,
-    TrainLog,
-    add_chat_template,
-    cached_organism,
-    organism_chat_template,
-    organisms_home,
-    train_lm,
-)
 from iclr26.lm.sites import (
     ModelAdapter,
     Site,
@@ -19,6 +10,15 @@ from iclr26.lm.sites import (
     list_sites,
     register_family,
     resolve_site,
+)
+from iclr26.lm.train import (
+    ORGANISM_MARKERS,
+    TrainLog,
+    add_chat_template,
+    cached_organism,
+    organism_chat_template,
+    organisms_home,
+    train_lm,
 )
 
 __all__ = [
