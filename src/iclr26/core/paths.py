@@ -25,3 +25,21 @@ def data_home() -> Path:
     """``$ICLR26_DATA`` if set (``~`` expanded), else :func:`cache_home`."""
     env = os.environ.get("ICLR26_DATA")
     return Path(env).expanduser() if env else cache_home()
+
+
+def numerics_fingerprint() -> str:
+    """The library versions whose numerics a trained artefact depends on (torch, transformers, diffusers).
+
+    Cache keys of trained organisms and DDPMs include it: the same seed and recipe train a different model
+    under another version (weight initialisation and kernels change), so an artefact cached under one
+    environment must not stand in for the model another environment would train.
+    """
+    import importlib.metadata as md
+
+    parts = []
+    for pkg in ("torch", "transformers", "diffusers"):
+        try:
+            parts.append(f"{pkg}={md.version(pkg)}")
+        except md.PackageNotFoundError:
+            parts.append(f"{pkg}=none")
+    return ";".join(parts)

@@ -444,8 +444,10 @@ def ddpm_key(name: str, cfg: DDPMConfig, x0: Tensor, cond_ids: Tensor | None, tr
     import sys
 
     import iclr26
+    from iclr26.core.paths import numerics_fingerprint
 
     h = hashlib.sha256()
+    h.update(numerics_fingerprint().encode())
     h.update(json.dumps({"cfg": cfg.to_dict(), "train": train_kwargs}, sort_keys=True, default=str).encode())
     h.update(x0.detach().float().contiguous().cpu().numpy().tobytes())
     if cond_ids is not None:

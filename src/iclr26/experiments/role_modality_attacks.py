@@ -174,8 +174,10 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             continue
         succ = ~ev["refused"][s]
         idx = succ if int(succ.sum()) >= cfg.min_success and s != NULL else torch.ones_like(succ)
-        v, _ = diff_of_means(ev["states_h"][s][:, idx], ev["states_h"][CANONICAL][:, idx])
-        vb, _ = diff_of_means(ev["states_b"][s], ev["states_b"][CANONICAL])
+        # raw mean shifts [layers, d]; only their cosines and projections are used, so a layer where the
+        # layouts agree exactly (a zero shift, e.g. in a collapsed organism) is a valid 0, not an error
+        v = ev["states_h"][s][:, idx].float().mean(1) - ev["states_h"][CANONICAL][:, idx].float().mean(1)
+        vb = ev["states_b"][s].float().mean(1) - ev["states_b"][CANONICAL].float().mean(1)
         profiles[s] = cosine_profile(v, -r)  # [layers]: cos(attack shift, -refusal direction) per block
         cos[s] = float(profiles[s][mid].mean())
         proj_h[s] = float(torch.stack([project(v[i], -r_hat[i]) for i in mid]).mean())

@@ -263,12 +263,15 @@ def organisms_home() -> Path:
 
 
 def organism_key(name: str, spec: Mapping[str, Any], build: Callable | None = None) -> str:
-    """``<name>-<16 hex>``: hash of ``spec`` (JSON, sorted keys), the package version and ``build``'s source code."""
+    """``<name>-<16 hex>``: hash of ``spec`` (JSON, sorted keys), the package and library versions and ``build``'s
+    source code (a model trained under another torch / transformers version is a different model)."""
     import iclr26
+    from iclr26.core.paths import numerics_fingerprint
 
     h = hashlib.sha256()
     h.update(json.dumps(spec, sort_keys=True, default=str).encode())
     h.update(iclr26.__version__.encode())
+    h.update(numerics_fingerprint().encode())
     if build is not None:
         try:
             h.update(inspect.getsource(build).encode())
