@@ -143,7 +143,7 @@ def test_config_validate():
 def test_gemma3_culture_units(tmp_path):
     from iclr26.core.errors import MissingAssetError
 
-    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=24, real_n_random=2)
+    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=12, real_n_random=2)  # 36 MCQs: the pipeline, not the claim
     try:
         res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "default"))
     except MissingAssetError as e:

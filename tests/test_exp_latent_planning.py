@@ -85,10 +85,10 @@ def test_config_rules():
 @pytest.mark.real
 def test_gemma3_an_items(tmp_path):
     pytest.importorskip("gguf")
-    res = _run(tmp_path, "smoke", model="gemma-3-270m", real_items=24, real_tc_steps=100, real_tokens=2000,
+    res = _run(tmp_path, "smoke", model="gemma-3-270m", real_items=12, real_tc_steps=100, real_tokens=2000,
                real_latents=512, real_layers=[12])
     m = res.metrics
-    assert m["n_items"] == 24 and 0.0 <= m["article_acc"] <= 1.0
+    assert m["n_items"] == 12 and 0.0 <= m["article_acc"] <= 1.0
     # the planned word is much likelier after the right article than after the wrong one
     assert m["p_word_gold"] > 2 * m["p_word_wrong"]
     assert {c.name for c in res.claims} >= {"R1_article_acc", "R1_an_sensitivity", "R2_zero_drop_vs_random",
