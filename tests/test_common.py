@@ -97,19 +97,21 @@ def test_paper_names_its_library_modules(slug):
 # as the claim holds.
 KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
     "humof": {
-        "C5_hsi_penetration": "HUMOF-lite's forecasts enter boxes in 2.7% of frames vs ego-only's 2.0% (ground truth "
+        "C5_hsi_penetration": "HUMOF-lite's forecasts enter boxes in 2.6% of frames vs ego-only's 2.0% (ground truth "
         "1.1%): the context-aware arms predict paths that pass closer to obstacles (docs/humof.md)",
     },
     # Gated claims measured NOT to hold at the default preset, each with the reason its docs give. The
     # test still runs them and fails on any other gated claim; a claim here that starts to hold is fine.
     "ptq-meta-weighting": {
-        "sanity_rtn_gap": "W4A8 RTN's FD-digits is only 1.02x the FP model's (600-step FP model): no gap to close",
-        "C1_traj_l2_every_seed": "reconstruction of P18: 'both' is worse than uniform in the worst seed (-0.015 L2)",
-        "C1_traj_l2_gain_vs_spread": "mean trajectory-L2 gain of 'both' over uniform is negative (-0.032 after 2x spread)",
-        "C1_fd_every_seed": "'both' has a higher FD-digits than uniform in the worst seed (-1.70)",
-        "C1_fd_gain_vs_spread": "mean FD gain of 'both' over uniform is negative (-4.65 after 2x spread)",
-        "C1_traj_l2_bootstrap": "paired bootstrap CI of uniform - both trajectory L2 lies below 0 (lower bound -0.011)",
-        "ctrl_random_weights": "fixed random weights of matched entropy do as well as or better than 'both' (CI lo -0.0075)",
+        # W3A8 by the spec's switch rule (W4A8 RTN was within 1.2x of FP: 1.016); docs/ptq-meta-weighting.md
+        "sanity_rtn_gap": "W3A8 RTN's FD-digits is only 1.07x the FP model's (600-step FP model, FD 152): no gap to close",
+        "C1_traj_l2_every_seed": "reconstruction of P18: 'both' is worse than uniform in the worst seed (-0.0032 L2)",
+        "C1_traj_l2_gain_vs_spread": "mean trajectory-L2 gain of 'both' over uniform is below 2x the seed spread (-0.0083)",
+        "C1_fd_every_seed": "thin: 'both' is below uniform on FD-digits in both seeds by only 0.38 (FD ~157, seed "
+        "range of uniform 8.5), inside seed noise; not a stable verdict either way",
+        "C1_fd_gain_vs_spread": "mean FD gain of 'both' over uniform is below 2x the seed spread (-8.5)",
+        "C1_traj_l2_bootstrap": "paired bootstrap CI of uniform - both trajectory L2 includes 0 (lower bound -6.7e-05)",
+        "ctrl_random_weights": "fixed random weights of matched entropy do as well as 'both' (CI lo -5.3e-04)",
     },
     "composable-subnetworks": {
         "C1b": "single-class modules pick their own class on ~40% of off-class samples, F1 0.36 vs 0.83",
@@ -172,8 +174,9 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "the unshared Transformer-4 and 91% for the looped one (blank cells 0.87 / 0.96 / 0.98)",
     },
     "reasoning-misalignment": {
-        # the organism trained under torch 2.13 / transformers 5.25 (what CI installs) holds none of the gated
-        # claims; an organism from an earlier environment held 5 of 9 (docs/reasoning-misalignment.md)
+        # seed 0's organism under torch 2.13 / transformers 5.25 (what CI installs) holds none of the gated
+        # claims; seeds 1 and 2 hold 6 of 9 each, an earlier environment's seed 0 held 5: the verdicts are
+        # seed noise at this scale (docs/reasoning-misalignment.md)
         "C1": "zeroing the 19-neuron A_safe (m=256) raises misalignment by 0.0 points < 20",
         "C1_vs_random": "A_safe zeroing +0.0 points vs random equal-size sets' 95th percentile +0.11",
         "C2_flagged": "no head's first-answer attention argmax moves onto the empty think span (0 flagged)",
@@ -184,7 +187,6 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "C3_partial": "partial Spearman(RAS_safe, Δmis | step) -0.31 < 0.3",
         "C4": "RAS_safe(T) 0.53 < RAS_safe(C) 0.94 at the last checkpoint (0% of bootstrap resamples)",
         "sanity_base_math": "1200 pretraining steps (the 3-minute budget) leave base math accuracy at 0.125",
-        "sanity_probe": "the think-off diff-of-means refusal probe reaches test accuracy 0.90, at the 0.9 bar",
     },
     "role-modality-attacks": {
         "C1": "refusal trained in the canonical layout carries over to every swapped / moved layout in the organism "
