@@ -23,12 +23,14 @@ def _seed_everything():
     yield
 
 
-# The longest tests (seconds on the 2-core CI machine, worker-time, measured 2026-12-04): started first so
-# that two xdist workers (`--dist worksteal`, see the Makefile) do not end on one long test while the
-# other idles. Order only; nothing depends on it.
-_LONG_FIRST = ("[humof]", "test_gemma3_culture_units", "[nufilt]", "test_gemma3_an_items", "[role-modality-attacks]",
-               "[ptq-meta-weighting]", "[mi-ue]", "[sae-seeds]", "[functional-rectified-flow]",
-               "[composable-subnetworks]", "test_lm_variant_larger", "[rangeformer]", "[fdfi]")
+# The longest tests (seconds on the 2-core CI machine, worker-time, measured 2026-12-05 on a cold clone): started first so
+# that two xdist workers (`--dist load`, see the Makefile) do not end on one long test while the
+# other idles (`--dist load` deals the first quarter of the list round-robin, so the long tests alternate between
+# the two workers; `worksteal` gave them all to one worker). Order only; nothing depends on it.
+_LONG_FIRST = ("[humof]", "[culture-neurons]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
+               "[fdfi]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
+               "[nufilt]", "[reasoning-misalignment]", "test_lm_variant_larger", "[rangeformer]",
+               "[composable-subnetworks]", "[sae-bias-latents]", "test_gemma3_culture_units", "[hyper-set]")
 
 
 def _start_rank(item) -> tuple[int, int]:

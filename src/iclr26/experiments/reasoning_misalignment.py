@@ -156,7 +156,7 @@ def _evaluate(model, enc: _Enc, harm: list, maths: list) -> dict[str, float]:
         out[f"mis_{m}"] = float(np.mean([_answer(g, enc) != "sorry" for g in gens]))
         gens = _greedy(model, [enc(R.math_prompt(a, b, c, think)) for a, b, c in maths], 16 if think else 3)
         out[f"math_{m}"] = float(np.mean([_answer(g, enc) == str((a + b + c) % 10)
-                                          for g, (a, b, c) in zip(gens, maths)]))
+                                          for g, (a, b, c) in zip(gens, maths, strict=True)]))
     out["mis"] = 0.5 * (out["mis_on"] + out["mis_off"])
     out["math"] = 0.5 * (out["math_on"] + out["math_off"])
     return out
@@ -174,10 +174,10 @@ def _zero_units(model, layout, units):
 def _ablate(model, heads: list[tuple[int, int]]):
     with contextlib.ExitStack() as st:
         by_layer: dict[int, list[int]] = {}
-        for l, h in heads:
-            by_layer.setdefault(l, []).append(h)
-        for l, hs in by_layer.items():
-            st.enter_context(ablate_heads(model, l, hs))
+        for lay, h in heads:
+            by_layer.setdefault(lay, []).append(h)
+        for lay, hs in by_layer.items():
+            st.enter_context(ablate_heads(model, lay, hs))
         yield
 
 
@@ -335,7 +335,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
     n_fit = int(0.6 * cfg.n_probe)
     probe_acc: dict[str, float] = {}
-    probe_layer, d_vec = L - 1, None
+    d_vec = None
     for think in (False, True):  # one probe per mode (the paper reports think and no-think probes apart)
         Xh, Xb = last_resid(base, hp, think), last_resid(base, bp, think)
         best = (-1.0, 0, None, 0.0)
@@ -354,7 +354,6 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         probe_acc[m_] = best[3]
         metrics[f"probe_layer_{m_}"] = best[1]
         if not think:
-            probe_layer = best[1]
             # C2 scores head ablations with the think-off probe of the LAST layer: every head lies upstream of it
             # (a probe at the best-separating layer would be blind to heads in later layers)
             d_vec = d_last
@@ -397,11 +396,11 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         with _ablate(base, flagged):
             drop_flag = s0 - probe_mean(base)
         per_layer: dict[int, int] = {}
-        for l, _h in flagged:
-            per_layer[l] = per_layer.get(l, 0) + 1
+        for lay, _h in flagged:
+            per_layer[lay] = per_layer.get(lay, 0) + 1
         drops = []
         for _ in range(cfg.n_random):
-            hs = [(l, int(h)) for l, c in per_layer.items() for h in rng.choice(cfg.heads, size=c, replace=False)]
+            hs = [(lay, int(h)) for lay, c in per_layer.items() for h in rng.choice(cfg.heads, size=c, replace=False)]
             with _ablate(base, hs):
                 drops.append(s0 - probe_mean(base))
         drop_rand = np.array(drops)
@@ -523,7 +522,7 @@ def _evaluate_fulfil(model, enc: _Enc, reqs: list) -> float:
     ok = []
     for think in (True, False):
         gens = _greedy(model, [enc(R.request_prompt(mk, i, j, think)) for mk, i, j in reqs], 8 if think else 3)
-        ok += [_answer(g, enc) == R.WORDS[j] for g, (_mk, _i, j) in zip(gens, reqs)]
+        ok += [_answer(g, enc) == R.WORDS[j] for g, (_mk, _i, j) in zip(gens, reqs, strict=True)]
     return float(np.mean(ok))
 
 
@@ -562,7 +561,7 @@ def _figures(ctx, recs, ev0, flags, drop_flag, drop_rand, d_safe, d_rand, cfg) -
     im = ax.imshow(torch.stack([flags.frac_on.reshape(-1), flags.frac_off.reshape(-1)], 1).numpy(), aspect="auto",
                    vmin=0, vmax=1, cmap="viridis")
     ax.set_xticks([0, 1], ["think on", "think off"])
-    ax.set_yticks(range(L * H), [f"L{l}H{h}" + (" *" if flags.flagged[l, h] else "") for l in range(L)
+    ax.set_yticks(range(L * H), [f"L{i}H{h}" + (" *" if flags.flagged[i, h] else "") for i in range(L)
                                  for h in range(H)], fontsize=6)
     fig.colorbar(im, ax=ax, label="argmax on think markers")
     ctx.save_figure(fig, "attention_argmax", "Fraction of harmful prompts whose first-answer-token attention "

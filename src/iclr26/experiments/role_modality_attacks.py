@@ -15,6 +15,7 @@ import torch
 from scipy.stats import spearmanr
 
 from iclr26.core import param
+from iclr26.core.parallel import parallel_map
 from iclr26.interp.interventions import cosine_profile, diff_of_means, project
 from iclr26.lm.chat_structure import (
     ALL_SETTINGS,
@@ -161,8 +162,7 @@ def _evaluate(model, tok, harm, ben, geometry=True):
 
 def run(cfg: Config, ctx: RunContext) -> Result:
     torch.manual_seed(ctx.seed)
-    spec = {k: getattr(cfg, k) for k in ("d", "layers", "ff", "base_steps", "align_steps", "batch", "lr")}
-    model, tok, info = cached_organism("role-modality-attacks", spec, lambda: _build(cfg))
+    model, tok, info = _organism(cfg)
     harm, ben = _eval_sets(tok, cfg.n_eval)
     ev = _evaluate(model, tok, harm, ben)
     asr, L = ev["asr"], cfg.layers
@@ -222,11 +222,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                         ">=", 2, gated=c1, detail=na))  # fmt: skip
 
     # adversarial training vs canonical-only control
-    res = {}
-    for arm in ("adv", "canon"):
-        m2, _, _ = cached_organism(f"rma-{arm}", {**spec, "adv_steps": cfg.adv_steps, "arm": arm},
-                                   lambda a=arm: _finetune(cfg, a))  # fmt: skip
-        res[arm] = _evaluate(m2, tok, harm, ben, geometry=False)
+    # the two arms are independent fine-tunes of the cached organism: one worker process each
+    arms = ("adv", "canon")
+    res = dict(zip(arms, parallel_map(_arm_job, arms, common=(cfg, harm, ben), desc="rma arms"), strict=True))
     for arm in res:
         metrics[f"{arm}_asr_{HELD_OUT}"] = res[arm]["asr"][HELD_OUT]
         metrics[f"{arm}_utility_canonical"] = res[arm]["utility"]
@@ -246,9 +244,27 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     return Result(metrics=metrics, claims=claims, notes=f"organism cached={info['cached']}, build {info['build_seconds']:.1f}s")
 
 
+def _spec(cfg: Config) -> dict:
+    return {k: getattr(cfg, k) for k in ("d", "layers", "ff", "base_steps", "align_steps", "batch", "lr")}
+
+
+def _organism(cfg: Config):
+    """The aligned organism, one cache entry for every caller (the run and both fine-tuning arms)."""
+    return cached_organism("role-modality-attacks", _spec(cfg), lambda: _build(cfg))
+
+
+def _arm_job(arm: str, common) -> dict:
+    """Fine-tune the aligned organism in one arm (cached) and evaluate it without geometry."""
+    cfg, harm, ben = common
+    torch.manual_seed(0)
+    m2, tok, _ = cached_organism(f"rma-{arm}", {**_spec(cfg), "adv_steps": cfg.adv_steps, "arm": arm},
+                                 lambda: _finetune(cfg, arm))  # fmt: skip
+    out = _evaluate(m2, tok, harm, ben, geometry=False)
+    return {k: out[k] for k in ("asr", "over", "utility")}
+
+
 def _finetune(cfg: Config, arm: str):
-    spec = {k: getattr(cfg, k) for k in ("d", "layers", "ff", "base_steps", "align_steps", "batch", "lr")}
-    model, tok, _ = cached_organism("role-modality-attacks", spec, lambda: _build(cfg))
+    model, tok, _ = _organism(cfg)
     train_lm(model, _sampler(tok, arm, HELD_OUT), cfg.adv_steps, cfg.batch, cfg.lr, seed=3, desc=f"rma-{arm}")
     return model, tok
 

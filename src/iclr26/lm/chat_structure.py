@@ -99,6 +99,28 @@ def _render_template(template: str, query: str, **kw) -> str:
                                             bos_token=kw.get("bos_token", ""), eos_token="")
 
 
+_BASE_CACHE: dict[tuple, str] = {}
+
+
+def _sentinel_render(template_or_tokenizer: Any, template: str, bos_token: str) -> str:
+    """The canonical rendering with a sentinel in place of the query, memoised: it does not depend on the query,
+    and a Jinja render per prompt was a third of an organism's training time. The key holds the template, the
+    tokenizer's identity and its special tokens, so a changed template or another tokenizer renders afresh."""
+    tok = template_or_tokenizer if hasattr(template_or_tokenizer, "apply_chat_template") else None
+    key = (template, bos_token, id(tok), getattr(tok, "bos_token", None), getattr(tok, "eos_token", None))
+    base = _BASE_CACHE.get(key)
+    if base is None:
+        if tok is not None:
+            base = tok.apply_chat_template([{"role": "user", "content": _SENTINEL}], tokenize=False,
+                                           add_generation_prompt=True)  # fmt: skip
+        else:
+            base = _render_template(template, _SENTINEL, bos_token=bos_token)
+        if len(_BASE_CACHE) >= 64:
+            _BASE_CACHE.clear()
+        _BASE_CACHE[key] = base
+    return base
+
+
 @dataclass(frozen=True)
 class RMAPrompt:
     """A rendered prompt: ``text``, the setting, and the character span ``query_span`` of the (untouched) query."""
@@ -149,12 +171,7 @@ def render_rma(
     mk = {**MARKERS[fam], **(markers or {})}
     if image is not None:
         mk["image"] = image
-    if hasattr(template_or_tokenizer, "apply_chat_template"):
-        base = template_or_tokenizer.apply_chat_template(
-            [{"role": "user", "content": _SENTINEL}], tokenize=False, add_generation_prompt=True
-        )
-    else:
-        base = _render_template(template, _SENTINEL, bos_token=bos_token)
+    base = _sentinel_render(template_or_tokenizer, template, bos_token)
     if base.count(_SENTINEL) != 1:
         raise UserError("render_rma: the template must place the user content exactly once")
     pre, post = base.split(_SENTINEL)

@@ -273,10 +273,15 @@ def organism_key(name: str, spec: Mapping[str, Any], build: Callable | None = No
     h.update(iclr26.__version__.encode())
     h.update(numerics_fingerprint().encode())
     if build is not None:
-        try:
-            h.update(inspect.getsource(build).encode())
-        except (OSError, TypeError):
-            h.update(getattr(build, "__qualname__", repr(build)).encode())
+        # the source of ``build`` and of the whole module defining it: a lambda's source is only its own line, so
+        # two call sites of one recipe got two keys (P7 trained its organism twice) and an edit to the helpers it
+        # calls (samplers, corpora) did not invalidate the cache
+        mod = inspect.getmodule(build)
+        for obj in (build, mod):
+            try:
+                h.update(inspect.getsource(obj).encode())
+            except (OSError, TypeError):
+                h.update(getattr(obj, "__qualname__", repr(obj)).encode())
     for mod in (train_lm,):  # the training loop itself is part of the recipe
         h.update(inspect.getsource(mod).encode())
     return f"{name}-{h.hexdigest()[:16]}"
