@@ -204,14 +204,12 @@ KNOWN_FAILING_AT_DEFAULT: dict[str, dict[str, str]] = {
         "ablating it changes nothing (0.878 -> 0.878)",
     },
     "strategic-dishonesty": {
-        "C1_transfer": "the facts-trained probe does not transfer to topic sums (0.684 seed 0, 0.874 seed 1; it "
-        "separates instructed sums only at 0.64) (docs/strategic-dishonesty.md)",
-        "C1_above_random": "random directions separate wrong from right topic sums better (99th pct 0.82 / 0.98): "
-        "there 'wrong' is almost 'H1 topic' (docs/strategic-dishonesty.md)",
-        "C3_steer_honest": "steering toward honesty is not above random directions of equal norm (gain 0.010 vs "
-        "0.040) (docs/strategic-dishonesty.md)",
-        "C4_steer_dishonest": "steering toward dishonesty raises near-miss answers less than random directions "
-        "(0.026 vs 0.194) (docs/strategic-dishonesty.md)",
+        # at 1500 steps (default since 2026-12-05) seed 0 holds 4/5; these are listed because seed 1 or the
+        # earlier 2500-step organism failed them (docs/strategic-dishonesty.md)
+        "C1_above_random": "thin: +0.020 at seed 1 (1500 steps); -0.132 on the 2500-step organism",
+        "C3_steer_honest": "steering toward honesty is not above random directions of equal norm (-0.023 seed 0, "
+        "-0.039 seed 1 at 1500 steps)",
+        "C4_steer_dishonest": "seed noise: +0.048 at seed 0, -0.144 at seed 1 (1500 steps)",
     },
     "mi-ue": {
         "C1_miue_vs_em": "shallow victim: MI-UE 0.672 vs EM 0.659 clean test accuracy (+0.013, not <= -0.05) after "

@@ -54,7 +54,7 @@ class Config:
     d: int = param(64, "organism width", low=8, high=1024)
     layers: int = param(4, "organism decoder layers", low=1, high=16)
     ff: int = param(256, "organism MLP width", low=8, high=4096)
-    steps: int = param(2500, "organism training steps (AdamW lr 3e-3, batch 64)", low=1, high=100_000)
+    steps: int = param(1500, "organism training steps (AdamW lr 3e-3, batch 64)", low=1, high=100_000)
     n_train_docs: int = param(60, "instructed facts documents per class for probe training", low=4, high=10_000)
     n_val_docs: int = param(30, "held-out instructed facts documents per class (layer choice)", low=2, high=10_000)
     n_test_docs: int = param(60, "topic-cued sum documents per group (B, H1, H2)", low=4, high=10_000)
