@@ -86,7 +86,7 @@ def test_config_rules():
 def test_gemma3_an_items(tmp_path):
     pytest.importorskip("gguf")
     res = _run(tmp_path, "smoke", model="gemma-3-270m", real_items=12, real_tc_steps=100, real_tokens=2000,
-               real_latents=512, real_layers=[12])
+               real_latents=512, real_layers=[9, 12])  # two layers: the identity variant once named only the last
     m = res.metrics
     assert m["n_items"] == 12 and 0.0 <= m["article_acc"] <= 1.0
     # the planned word is much likelier after the right article than after the wrong one

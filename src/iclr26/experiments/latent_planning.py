@@ -493,7 +493,7 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         chosen = select_planning_latents(lat, tops, word_ids[b: b + 1])
         n_plan.append(int(sum(m.sum() for m in chosen.values())))
         rnd = random_latents(lat, chosen, n_draws=cfg.n_random, seed=ctx.seed + b)
-        variants = [masks_to_mult({i: torch.zeros_like(chosen[i])}, 0.0), masks_to_mult(chosen, 0.0),
+        variants = [masks_to_mult({j: torch.zeros_like(m) for j, m in chosen.items()}, 0.0), masks_to_mult(chosen, 0.0),
                     masks_to_mult(chosen, cfg.scale)] + [masks_to_mult(r, 0.0) for r in rnd]
         mult = {i: torch.cat([v[i] for v in variants]) for i in tcs}
         for mode in ("all", "direct"):
