@@ -44,10 +44,10 @@ demo: provision
 	$(BIN)/iclr26 run all --preset $(PRESET) --out $(OUT)
 
 test: $(VENV)/.installed-test provision
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1 --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed-test
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1 -m "not slow" $(PYTEST_ARGS)
 
 assets: provision
 

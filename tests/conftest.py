@@ -25,8 +25,9 @@ def _seed_everything():
 
 # The longest tests (seconds on the 2-core CI machine, worker-time, measured 2026-12-05 on a cold clone): started first so
 # that two xdist workers (`--dist load`, see the Makefile) do not end on one long test while the
-# other idles (`--dist load` deals the first quarter of the list round-robin, so the long tests alternate between
-# the two workers; `worksteal` gave them all to one worker). Order only; nothing depends on it.
+# other idles (`--dist load --maxschedchunk 1` hands out the list in order, a test or two at a time, to whichever
+# worker is free; `worksteal`, and `load` with its default chunks, gave the whole head of the list to one worker).
+# Order only; nothing depends on it.
 _LONG_FIRST = ("[humof]", "[culture-neurons]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
                "[fdfi]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
                "[nufilt]", "[reasoning-misalignment]", "test_lm_variant_larger", "[rangeformer]",
