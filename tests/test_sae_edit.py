@@ -94,6 +94,25 @@ def test_edit_keeps_the_error_term_exactly(model):
     torch.testing.assert_close(got[:, [1, 4]], want[:, [1, 4]], rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("edit", [add_scaled([5, 5, 2], 1.5, ref="max"), zero([0, 9]), clamp(4, 3.0), "custom"])
+def test_sparse_difference_matches_two_decodes(model, edit):
+    """The write-back is computed over the edited rows of W_dec only; it must equal dec(edit(f)) − dec(f) written
+    out in full, with a repeated index counted once and with SAELens-style input scaling."""
+    site = "layers.0.resid_post"
+    sae = _sae(seed=2, input_scale=2.5, input_site=site)
+    if edit == "custom":
+        def edit(f):
+            return f * torch.linspace(0.0, 2.0, f.shape[-1])
+    ids = _ids()
+    x, _ = _read(model, site, ids)
+    f = sae.encode(x)
+    want = x + (sae.decode(edit(f)) - sae.decode(f))
+    with sae_edit(model, sae, edit):
+        got, _ = _read(model, site, ids)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert not torch.allclose(got, x, atol=1e-3)  # the edit did something
+
+
 def test_edit_functions():
     f = torch.tensor([[[0.0, 2.0, 1.0], [4.0, 0.0, 3.0]]])  # [1, 2, 3]
     assert zero([0])(f)[..., 0].abs().sum() == 0

@@ -49,6 +49,7 @@ class _Edit:
 
     def __init__(self, idx: int | Sequence[int], fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], desc: str):
         self.idx = _latent_index(idx)
+        self.cols = torch.unique(self.idx)  # the only latents the edit can change (a repeated index counts once)
         self._fn = fn
         self.desc = desc
 
@@ -124,6 +125,22 @@ def add_scaled(idx: int | Sequence[int], k: float, ref: float | str = "max") -> 
     return _Edit(idx, fn, f"add_scaled({idx}, {k}, ref={ref})")
 
 
+def _decoded_difference(sae: SparseDictionary, f: torch.Tensor, f2: torch.Tensor, edit_fn: EditFn) -> torch.Tensor:
+    """``dec(f2) − dec(f)`` as one product: ``(f2 − f) · W_dec / input_scale`` (b_dec cancels).
+
+    For the built-in edits only the columns they name can change, so the product runs over those rows of W_dec
+    alone (a handful instead of n_latents: this is what keeps the edit's cost near the bare encode during
+    generation). Unchanged latents give exact zeros, so an identity edit still returns a zero difference.
+    """
+    W = sae.W_dec
+    if isinstance(edit_fn, _Edit):
+        i = edit_fn.cols.to(f.device)
+        out = (f2[..., i] - f[..., i]).to(W.dtype) @ W[i]
+    else:
+        out = (f2 - f).to(W.dtype) @ W
+    return out / sae.input_scale if sae.input_scale != 1.0 else out
+
+
 @contextmanager
 def sae_edit(
     model: nn.Module,
@@ -168,7 +185,7 @@ def sae_edit(
         f2 = edit_fn(f)
         if f2.shape != f.shape:
             raise UserError(f"sae_edit: edit_fn changed the latent shape {tuple(f.shape)} -> {tuple(f2.shape)}")
-        d = (sae.decode(f2) - sae.decode(f)).to(like.dtype)
+        d = _decoded_difference(sae, f, f2, edit_fn).to(like.dtype)
         return _where(tracker.select(like.shape[1], pos, like.device), d, torch.zeros_like(d))
 
     if same:
