@@ -13,6 +13,12 @@ os.environ.setdefault("ICLR26_PROGRESS", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Under pytest-xdist the test workers already take every core, so a run's independent arms stay in its own
+# process (``parallel_map`` serial path, bit-identical to the pooled one): a pool there only adds a forkserver
+# that imports torch again and four busy processes on two cores (the smoke battery took 57 s with pools and
+# 36 s without, 2 workers, 2 cores). tests/test_parallel.py drives the pooled path with explicit workers.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("ICLR26_WORKERS", "1")
 
 
 @pytest.fixture(autouse=True)
