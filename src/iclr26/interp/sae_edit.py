@@ -6,7 +6,8 @@
     x' = x + (dec(edit(f)) − dec(f))
 
 which equals ``dec(edit(f)) + (x − dec(f))``: the part of x the dictionary does not explain (the error term) is
-kept, and the identity edit returns ``x`` bit for bit (the difference of two identical decodes is exactly zero).
+kept, and the identity edit returns ``x`` bit for bit (it is computed as ``(edit(f) − f)·W_dec``, exactly zero when
+nothing changed).
 For an SAE the input and output sites are the same; for a transcoder the latents are computed from the input site
 (e.g. ``layers.3.mlp.in``) and the difference is added at the output site (``layers.3.mlp.out``).
 
@@ -129,8 +130,8 @@ def _decoded_difference(sae: SparseDictionary, f: torch.Tensor, f2: torch.Tensor
     """``dec(f2) − dec(f)`` as one product: ``(f2 − f) · W_dec / input_scale`` (b_dec cancels).
 
     For the built-in edits only the columns they name can change, so the product runs over those rows of W_dec
-    alone (a handful instead of n_latents: this is what keeps the edit's cost near the bare encode during
-    generation). Unchanged latents give exact zeros, so an identity edit still returns a zero difference.
+    alone (a handful instead of n_latents). Unchanged latents give exact zeros, so an identity edit still returns
+    a zero difference.
     """
     W = sae.W_dec
     if isinstance(edit_fn, _Edit):
