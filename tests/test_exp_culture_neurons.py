@@ -138,12 +138,68 @@ def test_config_validate():
         dataclasses.replace(m.Config(), n_countries=5).validate()
 
 
+def test_country_cloze_items_against_their_tables():
+    items = D.country_cloze(seed=3)
+    assert len(items) == len(D.CAPITALS) + len(D.CURRENCIES) + len(D.LANGUAGES)
+    for it in items:
+        gold = D.RELATION_TABLES[it.relation][it.country].removeprefix("the ")
+        assert it.options[it.gold] == " " + gold
+        assert it.prompt.endswith(("is", "the")) and it.country in it.prompt and it.country not in it.control
+        firsts = [o.split()[0] for o in it.options]
+        assert len(set(firsts)) == 4, it.options  # four distinct first words, e.g. not 'pound' with 'pound sterling'
+    assert sorted({it.gold for it in items}) == [0, 1, 2, 3]
+    with pytest.raises(UserError, match="allowed: capital, currency, language"):
+        D.country_cloze("climate")
+
+
+def test_reading_and_antonym_cloze():
+    for it in D.reading_cloze(["France", "Japan"], per=3, seed=1):
+        pet = it.options[it.gold].strip()
+        assert f"with a {pet}." in it.prompt and it.prompt.endswith("pet is a")
+        assert sum(f"with a {o.strip()}." in it.prompt for o in it.options) == 1
+    ants = D.antonym_cloze(seed=2)
+    assert len(ants) == len(D.ANTONYMS) == 40
+    for (a, b), it in zip(D.ANTONYMS, ants, strict=True):
+        assert it.options[it.gold] == " " + b and " " + a not in it.options and len(set(it.options)) == 4
+
+
+class _FixedLogits(torch.nn.Module):
+    def __init__(self, last):
+        super().__init__()
+        self.last = last
+
+    def forward(self, input_ids, attention_mask):
+        out = torch.zeros(*input_ids.shape, self.last.shape[1])
+        out[torch.arange(input_ids.shape[0]), attention_mask.sum(1) - 1] = self.last
+        return type("O", (), {"logits": out})()
+
+
+def test_correct_with_per_row_choices_against_hand_argmax():
+    g = torch.Generator().manual_seed(0)
+    last = torch.randn(5, 12, generator=g)
+    am = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
+    batch = {"input_ids": torch.zeros(5, 3, dtype=torch.long), "attention_mask": am}
+    choices = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [3, 7, 11, 0], [2, 4, 6, 8]])
+    hand = np.array([row[int(np.argmax(last[i, row].numpy()))] for i, row in enumerate(choices)])
+    gold = hand.copy()
+    gold[1] = next(c for c in choices[1] if c != hand[1])  # row 1 answered wrongly
+    got = m._correct(_FixedLogits(last), batch, gold, choices)
+    np.testing.assert_array_equal(got, [True, False, True, True, True])
+    # one shared list for every row keeps its old meaning
+    shared = [0, 5, 10]
+    hand_s = np.array([shared[int(np.argmax(last[i, shared].numpy()))] for i in range(5)])
+    np.testing.assert_array_equal(m._correct(_FixedLogits(last), batch, hand_s, shared), np.ones(5, bool))
+
+
 @pytest.mark.slow
 @pytest.mark.real
-def test_gemma3_culture_units(tmp_path):
+@pytest.mark.parametrize("fmt,n_items", [("cloze", 12), ("letter", 4)])
+def test_gemma3_culture_units(tmp_path, fmt, n_items):
     from iclr26.core.errors import MissingAssetError
 
-    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=12, real_n_random=2)  # 36 MCQs: the pipeline, not the claim
+    # 12 (or 4) items per relation: the pipeline, not the claim
+    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=n_items, real_n_random=2,
+                              real_format=fmt)
     try:
         res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "default"))
     except MissingAssetError as e:
@@ -152,6 +208,11 @@ def test_gemma3_culture_units(tmp_path):
     # 18 layers x (2048 gate + 1024 q + 256 k + 256 v) channels
     assert res.metrics["n_units"] == 18 * (2048 + 1024 + 256 + 256)
     assert 0 < res.metrics["n_general"] < 0.01 * res.metrics["n_units"]
-    for k in ("test", "neuron_split", "nlu_numbers"):
+    assert res.metrics["n_test_items"] == 2 * n_items
+    for k in ("test", "neuron_split", "nlu"):
         assert 0.0 <= res.metrics[f"acc_clean_{k}"] <= 1.0
+    if fmt == "cloze":
+        # the base model knows capitals and antonyms in cloze form (1.0 on all 68 / 40): a wrong option-token
+        # mapping would put these near chance (0.25)
+        assert res.metrics["acc_clean_neuron_split"] >= 0.75 and res.metrics["acc_clean_nlu"] >= 0.75
     assert {c.name for c in res.claims} == {"sanity_R_clean_above_chance", "R1_drop_vs_random", "R1_nlu_kept"}

@@ -189,6 +189,8 @@ _CHOICE_COMPANIONS = {
 _RUN_ELSEWHERE = {
     ("latent-planning", "model", "gemma-3-270m"): "test_exp_latent_planning.py::test_gemma3_an_items",
     ("culture-neurons", "model", "gemma-3-270m"): "test_exp_culture_neurons.py::test_gemma3_culture_units",
+    # read only on the Gemma path, which that test runs in both formats
+    ("culture-neurons", "real_format", "letter"): "test_exp_culture_neurons.py::test_gemma3_culture_units",
     ("strategic-dishonesty", "model", "gemma-3-270m"):
         "test_exp_strategic_dishonesty.py::test_gemma3_instructed_pairs_probe",
 }

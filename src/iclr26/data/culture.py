@@ -4,7 +4,8 @@ Neuron-Level Analysis of Cultural Understanding in Large Language Models (ICLR 2
 units on cultural MCQs (BLEnD), an options-only control, a reading task that names countries (CountryRC) and NLU
 tasks. This module writes the same four kinds of input for a word-level model organism, plus a country-knowledge
 MCQ set (capitals, currencies, languages; options-only control, reading passages, a number-comparison NLU proxy)
-for real models such as Gemma 3 270M.
+for real models such as Gemma 3 270M, and the same facts in cloze form (antonyms as the NLU proxy) for base
+models too small to answer by letter.
 
 Organism world (:class:`CultureWorld`): ``n_countries`` countries ``C0 C1 ...`` in regions of two "sibling"
 countries; every (country, topic) has one gold value ``v0 ... v{n_values-1}``; siblings share the value on a fixed
@@ -219,16 +220,22 @@ class CountryMCQ:
     gold: str
 
 
+def _relations(relations) -> list[str]:
+    """One relation name or several, checked against :data:`RELATION_TABLES`."""
+    rels = [relations] if isinstance(relations, str) else list(relations)
+    bad = [r for r in rels if r not in RELATION_TABLES]
+    if bad or not rels:
+        raise UserError(f"unknown relation(s) {bad or rels}; allowed: {', '.join(RELATION_TABLES)}")
+    return rels
+
+
 def country_mcqs(relations=tuple(RELATION_TABLES), seed: int = 0) -> list[CountryMCQ]:
     """Every (country, relation) fact as a 4-option MCQ (distractors: other values of the same relation).
 
     Capitals (68) + currencies (30) + languages (42) = 140 items; the control keeps the options and the answer
     slot and drops the question (the options-only control of the paper).
     """
-    rels = [relations] if isinstance(relations, str) else list(relations)
-    bad = [r for r in rels if r not in RELATION_TABLES]
-    if bad or not rels:
-        raise UserError(f"unknown relation(s) {bad or rels}; allowed: {', '.join(RELATION_TABLES)}")
+    rels = _relations(relations)
     rng = np.random.default_rng(seed)
     out = []
     for r in rels:
@@ -275,4 +282,91 @@ def number_mcqs(n: int, seed: int = 0) -> list[CountryMCQ]:
         block = "".join(f"\n{L}. {o}" for L, o in zip(LETTERS, nums, strict=True))
         out.append(CountryMCQ("number", "", f"Question: Which number is the largest?{block}\nAnswer:",
                               f"Question:{block}\nAnswer:", LETTERS[nums.index(max(nums))]))
+    return out
+
+
+# ---- cloze form for small base models -------------------------------------------------------------------------
+# A 270M base model answers the lettered MCQs above at chance (0.17-0.26 per relation, zero- and two-shot), so its
+# knowledge cannot be read through a letter. In cloze form the same facts are read from the next token: the prompt
+# ends where the answer starts and the four options are compared by the logit of their first token.
+
+_CLOZE = {"capital": "The capital city of {c} is", "currency": "The official currency of {c} is the",
+          "language": "The most widely spoken language in {c} is"}
+_CLOZE_CONTROL = {"capital": "The capital city of the country is", "currency": "The official currency of the country "
+                  "is the", "language": "The most widely spoken language in the country is"}
+_PET_WORDS = ("dog", "cat", "parrot", "rabbit")
+ANTONYMS = (("hot", "cold"), ("big", "small"), ("up", "down"), ("fast", "slow"), ("light", "dark"),
+            ("happy", "sad"), ("open", "closed"), ("early", "late"), ("young", "old"), ("rich", "poor"),
+            ("strong", "weak"), ("wet", "dry"), ("tall", "short"), ("hard", "soft"), ("full", "empty"),
+            ("loud", "quiet"), ("clean", "dirty"), ("thick", "thin"), ("cheap", "expensive"), ("true", "false"),
+            ("win", "lose"), ("buy", "sell"), ("push", "pull"), ("left", "right"), ("day", "night"),
+            ("north", "south"), ("east", "west"), ("inside", "outside"), ("above", "below"), ("before", "after"),
+            ("first", "last"), ("good", "bad"), ("love", "hate"), ("friend", "enemy"), ("safe", "dangerous"),
+            ("heavy", "light"), ("sweet", "sour"), ("near", "far"), ("begin", "end"), ("question", "answer"))
+
+
+@dataclass(frozen=True)
+class ClozeItem:
+    """One next-token question: ``prompt`` ends where the answer starts; ``options`` are the four continuations
+    (each with its leading space), ``gold`` the index of the right one; ``control`` is the prompt with the country
+    (the knowledge cue) removed."""
+
+    relation: str
+    country: str
+    prompt: str
+    control: str
+    options: tuple[str, str, str, str]
+    gold: int
+
+
+def _four(rng, v, pool):
+    by_word = {}  # one value per first word, none sharing the answer's: the four first tokens differ
+    for x in sorted(set(pool)):
+        if x.split()[0] != v.split()[0]:
+            by_word.setdefault(x.split()[0], x)
+    others = sorted(by_word.values())
+    opts = [v, *(others[i] for i in rng.choice(len(others), 3, replace=False))]
+    order = rng.permutation(4)
+    opts = [opts[i] for i in order]
+    return tuple(" " + o for o in opts), opts.index(v)
+
+
+def country_cloze(relations=tuple(RELATION_TABLES), seed: int = 0) -> list[ClozeItem]:
+    """Every (country, relation) fact in cloze form, 4 options (distractors: other values of the relation whose
+    first word differs from the answer's). 140 items over the three relations, as :func:`country_mcqs`."""
+    rels = _relations(relations)
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in rels:
+        table = {c: v.removeprefix("the ") for c, v in RELATION_TABLES[r].items()}
+        pool = sorted(set(table.values()))
+        for c, v in table.items():
+            opts, gold = _four(rng, v, pool)
+            out.append(ClozeItem(r, c, _CLOZE[r].format(c=c), _CLOZE_CONTROL[r], opts, gold))
+    return out
+
+
+def reading_cloze(countries, per: int = 1, seed: int = 0) -> list[ClozeItem]:
+    """CountryRC-like passages in cloze form: the pet is named in the passage and asked for at the end."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in countries:
+        for _ in range(per):
+            name = _NAMES[int(rng.integers(len(_NAMES)))]
+            pet = _PET_WORDS[int(rng.integers(4))]
+            order = rng.permutation(4)
+            opts = tuple(" " + _PET_WORDS[i] for i in order)
+            out.append(ClozeItem("reading", c, f"{name} moved to {c} last year and lives there with a {pet}. "
+                                 f"{name}'s pet is a", f"{name}'s pet is a", opts, opts.index(" " + pet)))
+    return out
+
+
+def antonym_cloze(seed: int = 0) -> list[ClozeItem]:
+    """The NLU proxy for the cloze form: "The opposite of hot is" -> " cold" among four antonyms (40 items)."""
+    rng = np.random.default_rng(seed)
+    pool = sorted({b for _, b in ANTONYMS})
+    out = []
+    for a, b in ANTONYMS:
+        opts, gold = _four(rng, b, [x for x in pool if x != a])
+        out.append(ClozeItem("antonym", "", f"The opposite of {a} is", "The opposite is", opts, gold))
     return out

@@ -27,10 +27,13 @@ from iclr26.data.culture import (
     NEURON_TOPICS,
     TEST_TOPICS,
     CultureWorld,
+    antonym_cloze,
+    country_cloze,
     country_mcqs,
     country_reading,
     encode_items,
     number_mcqs,
+    reading_cloze,
 )
 from iclr26.interp.unit_scores import (
     edit_unit_set,
@@ -91,6 +94,9 @@ class Config:
     real_max_items: int = param(1000, "real-model path: at most this many MCQs per relation", low=4, high=1000)
     real_n_random: int = param(5, "real-model path: random unit sets", low=2, high=100)
     real_batch: int = param(16, "real-model path: batch size for scoring and evaluation", low=1, high=256)
+    real_format: str = param("cloze", "real-model path: cloze (the answer's first token after 'The capital city of "
+                             "X is'; a 270M base model knows these) or letter (the paper's lettered MCQ, answered by "
+                             "' A'..' D'; Gemma 3 270M is at chance there)", choices=["cloze", "letter"])
 
     def validate(self) -> None:
         if self.d % self.heads:
@@ -139,19 +145,24 @@ def _organism(cfg: Config, world: CultureWorld, seed: int):
 
 @torch.no_grad()
 def _correct(model, batch, gold, choices=None) -> np.ndarray:
-    """Greedy next token at each row's last real position == gold (``choices``: argmax restricted to those ids)."""
+    """Greedy next token at each row's last real position == gold.
+
+    ``choices``: argmax restricted to those ids, either one list for every row or one row of ids per example."""
     out = []
     B = 64
     n = batch["input_ids"].shape[0]
+    ch_all = None if choices is None else torch.as_tensor(np.asarray(choices), dtype=torch.long)
     for s in range(0, n, B):
         ids, am = batch["input_ids"][s:s + B], batch["attention_mask"][s:s + B]
         logits = model(input_ids=ids, attention_mask=am).logits
         row = logits[torch.arange(ids.shape[0]), am.sum(1) - 1].float()
-        if choices is not None:
-            ch = torch.as_tensor(choices)
-            pred = ch[row[:, ch].argmax(-1)].numpy()
-        else:
+        if ch_all is None:
             pred = row.argmax(-1).numpy()
+        elif ch_all.dim() == 1:
+            pred = ch_all[row[:, ch_all].argmax(-1)].numpy()
+        else:
+            ch = ch_all[s:s + B]
+            pred = ch.gather(1, row.gather(1, ch).argmax(-1, keepdim=True)).squeeze(1).numpy()
         out.append(pred == np.asarray(gold)[s:s + B])
     return np.concatenate(out)
 
@@ -424,8 +435,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
 
 # ---------------------------------------------------------------------- real-model path
-def _real_batches(tok, texts, golds, letter_ids, bs):
-    """Right-padded batches (BOS from the tokenizer) and the gold letter ids."""
+def _real_batches(tok, texts, bs):
+    """Right-padded batches (BOS from the tokenizer)."""
     rows = [tok(t)["input_ids"] for t in texts]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     out = []
@@ -438,15 +449,44 @@ def _real_batches(tok, texts, golds, letter_ids, bs):
             ids[i, : len(r)] = torch.tensor(r)
             am[i, : len(r)] = 1
         out.append({"input_ids": ids, "attention_mask": am})
-    return out, np.array([letter_ids[g] for g in golds])
+    return out
+
+
+def _next_token(tok, prompt: str, continuation: str) -> int:
+    """The first token ``continuation`` adds after ``prompt`` (tokenized together, so merges are the tokenizer's)."""
+    p = tok(prompt)["input_ids"]
+    full = tok(prompt + continuation)["input_ids"]
+    if full[:len(p)] != p or len(full) == len(p):
+        raise UserError(f"{continuation!r} does not start a new token after {prompt!r} in this tokenizer")
+    return full[len(p)]
+
+
+def _real_items(tok, items, fmt, letter_ids):
+    """``(prompts, controls, gold ids, choice ids per row)`` for lettered MCQs or cloze items."""
+    if fmt == "letter":
+        choice = [letter_ids[L] for L in LETTERS]
+        return ([x.prompt for x in items], [x.control for x in items], np.array([letter_ids[x.gold] for x in items]),
+                np.array([choice] * len(items)))
+    rows = []
+    for x in items:
+        ids = [_next_token(tok, x.prompt, o) for o in x.options]
+        if len(set(ids)) < len(ids):
+            raise UserError(f"options {x.options} of {x.prompt!r} share a first token in this tokenizer; cloze "
+                            "scoring needs distinct ones")
+        rows.append(ids)
+    rows = np.array(rows)
+    return ([x.prompt for x in items], [x.control for x in items], rows[np.arange(len(items)), [x.gold for x in items]],
+            rows)
 
 
 def _run_real(cfg: Config, ctx: RunContext) -> Result:
     """Scoring -> culture-general selection -> suppression vs random units on Gemma 3 270M.
 
     Neuron split = capital questions, test split = currency and language questions (the paper splits BLEnD by
-    topic); control = the options only; reading task = passages naming the eight CountryRC countries; NLU proxy =
-    "which number is the largest". Accuracy is the argmax over the four letter tokens.
+    topic); control = the question without its knowledge cue (letter: the options only; cloze: the prompt with the
+    country replaced by "the country"); reading task = passages naming the eight CountryRC countries; NLU proxy =
+    "which number is the largest" (letter) or antonyms (cloze). Accuracy is the argmax over the four letter tokens
+    (letter) or over the four options' first tokens (cloze).
     """
     import matplotlib.pyplot as plt
 
@@ -461,7 +501,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         if len(ids) != 1 or tok.decode(ids) != " " + L:
             raise UserError(f"gold letter ' {L}' is not one token in this tokenizer: {ids}")
         letter_ids[L] = ids[0]
-    choice_ids = [letter_ids[L] for L in LETTERS]
 
     def cap(items):
         by = {}
@@ -469,32 +508,39 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
             by.setdefault(it.relation, []).append(it)
         return [it for v in by.values() for it in v[: cfg.real_max_items]]
 
-    neuron = cap(country_mcqs("capital", seed=ctx.seed))
-    test = cap(country_mcqs(("currency", "language"), seed=ctx.seed))
-    reading = country_reading(RC_COUNTRIES, per=2, seed=ctx.seed)
-    nlu = number_mcqs(max(8, min(100, cfg.real_max_items)), seed=ctx.seed)
+    if cfg.real_format == "letter":
+        neuron = cap(country_mcqs("capital", seed=ctx.seed))
+        test = cap(country_mcqs(("currency", "language"), seed=ctx.seed))
+        reading = country_reading(RC_COUNTRIES, per=2, seed=ctx.seed)
+        nlu = number_mcqs(max(8, min(100, cfg.real_max_items)), seed=ctx.seed)
+    else:
+        neuron = cap(country_cloze("capital", seed=ctx.seed))
+        test = cap(country_cloze(("currency", "language"), seed=ctx.seed))
+        reading = reading_cloze(RC_COUNTRIES, per=2, seed=ctx.seed)
+        nlu = antonym_cloze(seed=ctx.seed)[: max(8, min(100, cfg.real_max_items))]
     bs = cfg.real_batch
     sites = unit_sites(model)
-    bd, gd = _real_batches(tok, [x.prompt for x in neuron], [x.gold for x in neuron], letter_ids, bs)
-    bc, gc = _real_batches(tok, [x.control for x in neuron], [x.gold for x in neuron], letter_ids, bs)
-    br, gr = _real_batches(tok, [x.prompt for x in reading], [x.gold for x in reading], letter_ids, bs)
-    D, layout = unit_scores(model, bd, gd, sites)
-    C, _ = unit_scores(model, bc, gc, sites, clamp_nonnegative=True)
-    R, _ = unit_scores(model, br, gr, sites)
+    pn, cn, gn, _ = _real_items(tok, neuron, cfg.real_format, letter_ids)
+    pr, _, gr, _ = _real_items(tok, reading, cfg.real_format, letter_ids)
+    D, layout = unit_scores(model, _real_batches(tok, pn, bs), gn, sites)
+    C, _ = unit_scores(model, _real_batches(tok, cn, bs), gn, sites, clamp_nonnegative=True)
+    R, _ = unit_scores(model, _real_batches(tok, pr, bs), gr, sites)
     general = select_general(D, C, R, layout, top_mlp=cfg.top_mlp, top_attn=cfg.top_attn,
                              reading_top=cfg.reading_top)
     n_gen = int(general.numel())
     n_layers = len(sites) // 4
     counts = _counts(layout, general, n_layers)
 
-    evalsets = {"test": test, "neuron_split": neuron, "nlu_numbers": nlu}
-    enc = {k: _real_batches(tok, [x.prompt for x in v], [x.gold for x in v], letter_ids, bs)
-           for k, v in evalsets.items()}
+    evalsets = {"test": test, "neuron_split": neuron, "nlu": nlu}
+    enc = {}
+    for k, v in evalsets.items():
+        prompts, _, gold, choices = _real_items(tok, v, cfg.real_format, letter_ids)
+        enc[k] = (_real_batches(tok, prompts, bs), gold, choices)
 
     def evaluate(units=None):
         def one():
-            return {k: float(np.concatenate([_correct(model, b, g[i * bs:(i + 1) * bs], choice_ids)
-                                             for i, b in enumerate(bb)]).mean()) for k, (bb, g) in enc.items()}
+            return {k: float(np.concatenate([_correct(model, b, g[i * bs:(i + 1) * bs], ch[i * bs:(i + 1) * bs])
+                                             for i, b in enumerate(bb)]).mean()) for k, (bb, g, ch) in enc.items()}
 
         if units is None:
             return one()
@@ -533,12 +579,12 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         claim("R1_drop_vs_random", "test-split drop from suppressing culture-general units minus the largest "
               f"drop of {cfg.real_n_random} random sets", metrics["drop_test"] - metrics["drop_random_max_test"],
               ">", 0.0),
-        claim("R1_nlu_kept", "NLU proxy (largest number) accuracy drop under the same suppression",
-              metrics["drop_nlu_numbers"], "<=", 0.05, gated=False,
-              detail="reported: the proxy shares the MCQ format with the country questions"),
+        claim("R1_nlu_kept", f"NLU proxy ({'antonyms' if cfg.real_format == 'cloze' else 'largest number'}) "
+              "accuracy drop under the same suppression", metrics["drop_nlu"], "<=", 0.05, gated=False,
+              detail="reported: the proxy shares the question format with the country questions"),
     ]
     metrics["wall_seconds"] = time.perf_counter() - t0
-    note = (f"Gemma 3 270M: {n_gen} culture-general units of {int(D.shape[1])} "
+    note = (f"Gemma 3 270M ({cfg.real_format} format): {n_gen} culture-general units of {int(D.shape[1])} "
             f"({int(counts['mlp.gate'].sum())} MLP); an exercise of the pipeline on a real model, not a test of "
             "the paper")
     ctx.add_note(note)
