@@ -8,7 +8,8 @@ minus the reading-task top 1 %) and culture-specific units (top 0.3 % per countr
 selected with :mod:`iclr26.interp.unit_scores` and suppressed on the held-out test topics, against random units of
 equal count. A last step fine-tunes a held-back NLU task in the MLP of the layer richest / poorest in culture-general
 units and measures how much cultural accuracy each loses. ``model=gemma-3-270m`` runs scoring, selection and
-suppression against random units on Gemma 3 270M over a 140-item country-knowledge MCQ set.
+suppression against random units on Gemma 3 270M over 140 country facts, in cloze form by default
+(``real_format=letter``: the paper's lettered MCQs, which the 270M base model answers at chance).
 """
 
 from __future__ import annotations
