@@ -42,7 +42,7 @@ _LONG_FIRST = ("[humof]", "[culture-neurons]", "[role-modality-attacks]", "[stra
 
 def _start_rank(item) -> tuple[int, int]:
     nid = item.nodeid
-    if "test_default_preset_gated_claims_hold" in nid or "test_gemma3" in nid or "test_lm_variant_larger" in nid:
+    if "test_default_preset_verdicts_match_expected" in nid or "test_gemma3" in nid or "test_lm_variant_larger" in nid:
         hits = [i for i, key in enumerate(_LONG_FIRST) if key in nid]
         return (0, hits[0] if hits else len(_LONG_FIRST))
     return (1, 0) if "slow" in item.keywords else (2, 0)

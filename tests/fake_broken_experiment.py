@@ -26,4 +26,4 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     if cfg.behaviour == "missing":
         raise MissingAssetError("the fake dataset", "pip install fake-data")
     ctx.note_missing_asset("the fake dataset", "pip install fake-data", skipped="part (b) skipped")
-    return Result(metrics={"x": 1.0}, claims=[claim("C1", "one is positive", 1.0, ">", 0.0)])
+    return Result(metrics={"x": 1.0}, claims=[claim("C1", "one is positive", 1.0, ">", 0.0, null=0.0)])

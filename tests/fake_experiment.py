@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 from iclr26.core import param  # noqa: E402
 from iclr26.core.errors import MissingAssetError  # noqa: E402
 from iclr26.runs import Result, RunContext, claim  # noqa: E402
+from iclr26.stats import bootstrap  # noqa: E402
 
 DESCRIPTION = "Estimates the mean of a normal sample; the claim is that it is close to the truth."
 
@@ -26,6 +27,9 @@ class Config:
 
 
 PRESETS = {"smoke": {"n": 50}, "default": {}, "paper": {"n": 100000}}
+SEEDS = {"paper": 3}
+HEADLINE = "C1"
+EXPECTED = {"C1": "held"}
 
 
 def run(cfg: Config, ctx: RunContext) -> Result:
@@ -39,7 +43,10 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     if cfg.mode == "interrupt":
         raise KeyboardInterrupt
     err = abs(x.mean() - cfg.mu)
+    est = bootstrap(x - cfg.mu, lambda v: abs(v.mean()), unit="draw", seed=ctx.seed)
+    null = bootstrap(x - cfg.mu + 1.0, lambda v: abs(v.mean()), unit="draw", seed=ctx.seed)  # a biased estimator
     return Result(metrics={"mean": float(x.mean()), "abs_err": float(err)},
-                  claims=[claim("C1", "sample mean within 0.2 of the truth", err, "<", 0.2),
+                  claims=[claim("C1", "sample mean within 0.2 of the truth", est, "<", 0.2, null=null,
+                                null_what="estimator off by 1"),
                           claim("C2", "a reported-only claim", err, ">", 10.0, gated=False)],
                   notes="fake run")

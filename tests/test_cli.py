@@ -44,8 +44,12 @@ def test_run_writes_run_directory(tmp_path, capsys, fake_paper):
     run_dir = tmp_path / "fake-paper-smoke"
     for name in ("config.json", "metrics.json", "claims.json", "env.json", "report.md", "figures/hist.png"):
         assert (run_dir / name).exists(), name
-    claims = json.loads((run_dir / "claims.json").read_text())
-    assert [c["name"] for c in claims] == ["C1", "C2"]
+    doc = json.loads((run_dir / "claims.json").read_text())
+    claims = doc["claims"]
+    assert doc["headline"] == "C1" and [c["name"] for c in claims] == ["C1", "C2"]
+    e = claims[0]["estimate"]
+    assert claims[0]["verdict"] in ("held", "inconclusive") and e["unit"] == "draw" and claims[0]["null"]
+    assert e["lo"] <= e["value"] <= e["hi"] and claims[0]["null"]["value"] > 0.5  # the null arm fails the gate
     assert claims[1]["holds"] is False and claims[1]["gated"] is False
     cfg = json.loads((run_dir / "config.json").read_text())
     assert cfg["config"]["n"] == 50 and cfg["preset"] == "smoke"
@@ -178,7 +182,7 @@ def test_run_many_continues_after_a_failure(tmp_path, capsys, broken_paper):
     assert rc == 1
     assert "--set steps: applied to broken-paper; not a field of fake-paper" in cap.out
     summary = cap.out[cap.out.index("summary:"):]
-    assert re.search(r"broken-paper\s+FAILED", summary) and re.search(r"fake-paper\s+ok\s+1/1\s+1", summary)
+    assert re.search(r"broken-paper\s+-\s+FAILED", summary) and re.search(r"fake-paper\s+C1: \S+\s+ok\s+\d/0/\d/0\s+1", summary)
     assert "!! broken-paper: FAILED: RuntimeError: boom" in summary
     assert (tmp_path / "fake-paper-smoke" / "claims.json").exists()
     assert not (tmp_path / "broken-paper-smoke").exists()
@@ -202,7 +206,7 @@ def test_missing_assets_are_loud_in_summary_and_report(tmp_path, capsys, broken_
     rc = cli.main(["run", "broken-paper", "fake-paper", "--preset", "smoke", "--out", str(tmp_path / "b"),
                    "--set", "behaviour=missing"])
     out = capsys.readouterr().out
-    assert rc == 1 and re.search(r"broken-paper\s+MISSING ASSET", out)
+    assert rc == 1 and re.search(r"broken-paper\s+-\s+MISSING ASSET", out)
     assert (tmp_path / "b" / "fake-paper-smoke").is_dir()
 
 
@@ -260,19 +264,20 @@ def test_claim_kinds_are_counted_apart():
     assert claim_kind("ctrl_x") == claim_kind("C9", "control: the random baseline") == "control"
     assert claim_kind("sanity_bounds") == claim_kind("S0", "Sanity: sparsity on target") == "sanity"
     assert claim_kind("C1", "the headline holds") == "paper"
-    claims = [claim("C1", "headline", 1.0, ">", 0.5).to_dict(),
-              claim("C2", "second", 0.0, ">", 0.5).to_dict(),
+    claims = [claim("C1", "headline", 1.0, ">", 0.5, null=0.0).to_dict(),
+              claim("C2", "second", 0.0, ">", 0.5, null=0.0).to_dict(),
               claim("C3", "reported", 0.0, ">", 0.5, gated=False).to_dict(),
-              claim("ctrl_a", "control: baseline", 1.0, ">", 0.5).to_dict(),
-              claim("S0", "sanity: a check", 0.0, ">", 0.5).to_dict()]
+              claim("ctrl_a", "control: baseline", 1.0, ">", 0.5, why="a baseline").to_dict(),
+              claim("S0", "sanity: a check", 0.0, ">", 0.5, why="a precondition").to_dict()]
     n = summary_counts(claims)
     assert (n.paper_held, n.paper_gated, n.paper_reported, n.checks_held, n.checks) == (1, 2, 1, 1, 2)
     assert n.gated_failed == 2  # C2 and the sanity check S0
 
 
 def test_report_lists_controls_apart(tmp_path, capsys, fake_paper):
-    assert cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path)]) == 0
+    assert cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path), "--set", "n=1000"]) == 0
     out = capsys.readouterr().out
-    assert "paper claims held: 1/1 gated, 1 reported only" in out
+    assert "headline C1: held · gated paper claims (held / not held / inconclusive / no power): 1/0/0/0, " \
+           "1 reported only" in out
     md = next(tmp_path.glob("fake-paper-smoke*/report.md")).read_text()
     assert "## Paper claims" in md

@@ -45,9 +45,9 @@ def test_overrides_do_not_mutate_and_reject_unknown():
 
 
 def test_claim_holds_is_computed():
-    assert claim("x", "s", 0.3, "<=", 0.5).holds
-    assert not claim("x", "s", 0.7, "<=", 0.5).holds
-    assert not claim("x", "s", float("nan"), "<", 1.0).holds
+    assert claim("x", "s", 0.3, "<=", 0.5, null=0.7).holds
+    assert not claim("x", "s", 0.7, "<=", 0.5, null=0.7).holds
+    assert not claim("x", "s", float("nan"), "<", 1.0, null=2.0).holds
     with pytest.raises(ValueError):
         claim("x", "s", 1, "==", 1)
 

@@ -1,4 +1,4 @@
-"""Command line: ``iclr26 list | show <slug> | run <slug>... | report DIR...``.
+"""Command line: ``iclr26 list | show <slug> | run <slug>... | report DIR... | status | cache list|clear``.
 
 Bad input (unknown slug or key, a value outside a field's declared range, planned paper,
 unwritable --out, missing asset) prints one line on stderr and exits with code 2, without a
@@ -109,26 +109,29 @@ def _split_sets(slugs: list[str], overrides: dict[str, str]) -> dict[str, dict[s
 
 
 def _print_claims(claims: list[dict]) -> None:
-    from iclr26.report import claims_table_rows
-    from iclr26.runs import claim_kind
+    from iclr26.claims import claim_kind
+    from iclr26.report import CLAIM_HEADER, claims_table_rows
 
     paper = [c for c in claims if claim_kind(c["name"], c.get("statement", "")) == "paper"]
     checks = [c for c in claims if c not in paper]
     rows = claims_table_rows(paper + checks)
-    w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(["claim", "verdict", "measured", "threshold"])]
-    print(f"  {'claim':<{w[0]}}  {'verdict':<{w[1]}}  {'measured':<{w[2]}}  {'threshold':<{w[3]}}  statement")
+    hdr = CLAIM_HEADER[:5]
+    w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(hdr)]
+    print("  " + "  ".join(f"{h:<{w[i]}}" for i, h in enumerate(hdr)) + "  statement")
     for i, r in enumerate(rows):
         if i == len(paper) and checks:
             print("  -- controls and sanity checks --")
-        print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
+        print("  " + "  ".join(f"{r[j]:<{w[j]}}" for j in range(5)) + f"  {r[5]}")
 
 
 def _print_summary(rows: list[dict]) -> None:
     """The one table at the end of a multi-paper run, then one loud line per missing asset or failure."""
-    header = ["paper", "status", "paper claims held (gated)", "reported only", "controls & sanity held",
-              "wall s", "run dir"]
-    table = [[r["slug"], r["status"], r.get("held", "-"), r.get("reported", "-"), r.get("checks", "-"),
-              r.get("wall", "-"), r.get("dir", "-")] for r in rows]
+    from iclr26.report import COUNTS_TEXT
+
+    header = ["paper", "headline", "status", f"gated paper claims ({COUNTS_TEXT})", "reported only",
+              "controls & sanity held", "wall s", "run dir"]
+    table = [[r["slug"], r.get("headline", "-"), r["status"], r.get("held", "-"), r.get("reported", "-"),
+              r.get("checks", "-"), r.get("wall", "-"), r.get("dir", "-")] for r in rows]
     w = [max([len(h)] + [len(t[i]) for t in table]) for i, h in enumerate(header)]
     print("\nsummary:")
     print("  " + "  ".join(f"{h:<{w[i]}}" for i, h in enumerate(header)).rstrip())
@@ -144,7 +147,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from iclr26.core.device import resolve_device
     from iclr26.core.errors import MissingAssetError
     from iclr26.engine import build_config, run_paper
-    from iclr26.report import missing_asset_lines, summary_counts, write_report
+    from iclr26.report import COUNTS_TEXT, headline_text, missing_asset_lines, summary_counts, write_report
     from iclr26.runs import check_out_dir
 
     slugs = registry.implemented() if args.slugs == ["all"] else list(dict.fromkeys(args.slugs))
@@ -161,7 +164,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"== {slug} (preset {args.preset}) ==", flush=True)
         try:
             run_dir, result = run_paper(slug, preset=args.preset, out=args.out, cfg=configs[slug],
-                                        seed=args.seed, device=args.device)
+                                        seed=args.seed, device=args.device, threads=args.threads,
+                                        workers=args.workers, seeds=args.seeds)
         except KeyboardInterrupt:
             raise
         except MissingAssetError as e:
@@ -184,13 +188,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         n = summary_counts(claims)
         failures += n.gated_failed > 0 and args.preset != "smoke"
         wall = result.metrics["wall_time_s"]
-        print(f"  paper claims held: {n.paper_text()} gated, {n.paper_reported} reported only · "
-              f"controls & sanity held: {n.checks_text()} · wall {wall:.1f} s · run dir: {run_dir}", flush=True)
+        data = {"claims": json.loads((run_dir / "claims.json").read_text())}
+        head = headline_text(data)
+        print(f"  headline {head} · gated paper claims ({COUNTS_TEXT}): {n.paper_text()}, "
+              f"{n.paper_reported} reported only · controls & sanity held: {n.checks_text()} · wall {wall:.1f} s · "
+              f"run dir: {run_dir}", flush=True)
         env = json.loads((run_dir / "env.json").read_text())
         loud = missing_asset_lines(env.get("missing_assets") or [])
         for line in loud:
             print(f"  !! {line}", flush=True)
-        rows.append({"slug": slug, "status": "ok", "held": n.paper_text(), "reported": str(n.paper_reported), "checks": n.checks_text(),
+        rows.append({"slug": slug, "status": "ok", "headline": head, "held": n.paper_text(), "reported": str(n.paper_reported), "checks": n.checks_text(),
                      "wall": f"{wall:.1f}", "dir": str(run_dir), "loud": loud})
     if many:
         _print_summary(rows)
@@ -213,6 +220,43 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from iclr26.status import status_markdown, status_text
+
+    print(status_markdown() if args.markdown else status_text())
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from iclr26.core.cache import clear_cache, list_cache
+
+    if args.action == "list":
+        rows = list_cache()
+        for r in rows:
+            print(f"{r['kind']:<10} {r['size_mb']:>8.1f} MB  {r['name']}")
+        print(f"{len(rows)} cached artefact(s) in {args_cache_home()}")
+        return 0
+    n = clear_cache(kind=args.kind)
+    print(f"removed {n} cached artefact(s) from {args_cache_home()}")
+    return 0
+
+
+def args_cache_home() -> str:
+    from iclr26.core.paths import cache_home
+
+    return str(cache_home())
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="iclr26", description="Reference implementations and CPU reproductions of ICLR 2026 papers.")
     ap.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -227,11 +271,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--preset", default="default", help="smoke | default | paper (default: default)")
     s.add_argument("--out", default="runs", help="parent folder for run directories (default: runs)")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
-    s.add_argument("--seed", type=int, default=0, help="global seed (default 0)")
+    s.add_argument("--seed", type=int, default=0, help="first seed (default 0); ctx.seed is the only seed a run uses")
+    s.add_argument("--seeds", type=_positive, default=None, metavar="N",
+                   help="run N seeds (seed, seed+1, ...) and decide each claim over them (default: the preset's count)")
+    s.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="torch/BLAS threads per process (default: the paper's workload rule, or ICLR26_THREADS)")
+    s.add_argument("--workers", type=_positive, default=None, metavar="N",
+                   help="worker processes for independent arms (default: the workload rule, or ICLR26_WORKERS)")
     s.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     s.add_argument("--report", action="store_true", help="also write report.html for a single run")
     s.add_argument("--strict", action="store_true", help="exit 1 if a gated claim does not hold")
     s.set_defaults(func=_cmd_run)
+    s = sub.add_parser("status", help="each paper's headline and expected default-preset verdicts")
+    s.add_argument("--markdown", action="store_true", help="print README's status table")
+    s.set_defaults(func=_cmd_status)
+    s = sub.add_parser("cache", help="list or clear cached trained artefacts (organisms, DDPMs)")
+    s.add_argument("action", choices=["list", "clear"])
+    s.add_argument("--kind", default=None, help="clear only this kind (organisms | diffusion)")
+    s.set_defaults(func=_cmd_cache)
     s = sub.add_parser("report", help="report.md + self-contained report.html over run directories")
     s.add_argument("dirs", nargs="+", help="run directories")
     s.add_argument("--out", default=None, help="where to write (default: the parent folder of the first run; never inside a run)")

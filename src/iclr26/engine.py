@@ -53,65 +53,110 @@ def build_config(slug: str, preset: str = "default", overrides: dict[str, Any] |
 
 
 # ---------------------------------------------------------------------------------- THREAD POLICY
-def _apply_thread_policy(cfg: Any) -> tuple[int, Callable[[], None]]:
+def _apply_thread_policy(cfg: Any, workload: str | None = None, *, threads: int | None = None,
+                         workers: int | None = None) -> tuple[int, Callable[[], None]]:
     """THE single place where the engine sets CPU threads for a run; returns (threads, restore).
 
-    Delegates to :func:`iclr26.core.threads.apply_thread_policy`: ``ICLR26_THREADS`` > the config's
-    ``threads`` field > the experiment module's ``WORKLOAD`` > torch's current setting; the plan also
-    fixes the worker processes ``parallel_map`` may use. ``restore()`` puts the previous settings back
-    (in-process callers such as the tests run many papers one after another).
+    Delegates to :func:`iclr26.core.threads.apply_thread_policy`: ``--threads`` > ``ICLR26_THREADS`` > the
+    config's ``threads`` field > the experiment module's ``WORKLOAD`` (passed here explicitly) > torch's
+    current setting; the plan also fixes the worker processes ``parallel_map`` may use (``--workers`` >
+    ``ICLR26_WORKERS`` > the workload's rule). ``restore()`` puts the previous settings back (in-process
+    callers such as the tests run many papers one after another).
     """
-    from iclr26.core.threads import apply_thread_policy
+    from iclr26.core.threads import apply_thread_policy, plan_for_config
 
-    return apply_thread_policy(cfg)
+    return apply_thread_policy(plan_for_config(cfg, workload, threads=threads, workers=workers))
+
+
+def preset_seeds(module: Any, preset: str) -> int:
+    """How many seeds a preset runs by default: the module's ``SEEDS[preset]``, else 1."""
+    n = int(getattr(module, "SEEDS", {}).get(preset, 1))
+    if n < 1:
+        raise UserError(f"{module.__name__}.SEEDS[{preset!r}] = {n}: must be >= 1")
+    return n
 
 
 def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
               overrides: dict[str, Any] | None = None, seed: int = 0,
-              device: str = "auto", cfg: Any = None) -> tuple[Path, Result]:
+              device: str = "auto", cfg: Any = None, threads: int | None = None,
+              workers: int | None = None, seeds: int | None = None) -> tuple[Path, Result]:
     """Run ``slug`` at ``preset``; return the finished run directory and the result.
 
     ``cfg`` (from :func:`build_config`) skips resolving the config again; it is checked either way.
-    Nothing is created before the config, the device and ``out`` have been checked. The run is
-    staged in ``out/.<slug>-<preset>.partial-<pid>`` and renamed to ``out/<slug>-<preset>[-N]``
+    ``seeds`` (default: the preset's declared count, :func:`preset_seeds`) runs the experiment at seeds
+    ``seed, seed + 1, ...``; each seed's files go to ``seeds/<s>/`` and the claims are combined over seeds
+    (mean and t-interval, :func:`iclr26.claims.combine_seeds`). ``ctx.seed`` is the only seed an
+    experiment may use. Nothing is created before the config, the device and ``out`` have been checked.
+    The run is staged in ``out/.<slug>-<preset>.partial-<pid>`` and renamed to ``out/<slug>-<preset>[-N]``
     when it has finished; on any exception (Ctrl-C included) the staging folder is removed.
     """
+    from iclr26.claims import combine_seeds
+
     use_agg_backend()
     module = registry.get(slug).load()
     cfg = check_config(cfg) if cfg is not None else build_config(slug, preset, overrides)
+    n_seeds = preset_seeds(module, preset) if seeds is None else int(seeds)
+    if n_seeds < 1:
+        raise UserError(f"--seeds {seeds}: expected a positive integer")
     dev = resolve_device(device)
     stage = staging_dir(out, slug, preset)
     try:
-        ctx = RunContext(stage, dev, seed, preset)
-        ctx.write_json("config.json", {"slug": slug, "preset": preset, "seed": seed,
-                                       "config": config_to_dict(cfg)})
-        threads, restore_threads = _apply_thread_policy(cfg)
+        seed_list = [seed + i for i in range(n_seeds)]
+        ctx_main = RunContext(stage, dev, seed, preset)
+        ctx_main.write_json("config.json", {"slug": slug, "preset": preset, "seed": seed, "seeds": seed_list,
+                                            "config": config_to_dict(cfg)})
+        n_threads, restore_threads = _apply_thread_policy(cfg, getattr(module, "WORKLOAD", None),
+                                                          threads=threads, workers=workers)
+        results: list[Result] = []
+        ctxs: list[RunContext] = []
         try:
             env = env_info(dev, seed)
-            env["threads"] = threads
-            ctx.write_json("env.json", env)
-            seed_everything(seed)
+            env["threads"] = n_threads
+            env["seeds"] = seed_list
+            env["lock"] = _lock_name()
+            ctx_main.write_json("env.json", env)
             t0 = time.perf_counter()
             c0 = time.process_time()
-            result: Result = module.run(cfg, ctx)
+            for s in seed_list:
+                ctx = ctx_main if n_seeds == 1 else RunContext(stage / "seeds" / str(s), dev, s, preset)
+                seed_everything(s)
+                results.append(module.run(cfg, ctx))
+                ctxs.append(ctx)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
         finally:
             restore_threads()
-        metrics = {k: _to_float(v) for k, v in result.metrics.items()}
+        claims = combine_seeds([r.claims for r in results])
+        metrics = _combine_metrics([r.metrics for r in results])
         metrics["wall_time_s"] = wall
-        ctx.write_json("metrics.json", metrics)
-        ctx.write_json("claims.json", [c.to_dict() for c in result.claims])
+        _check_headline(module, claims)
+        if n_seeds > 1:
+            for ctx, r in zip(ctxs, results, strict=True):
+                ctx.write_json("metrics.json", {k: _to_float(v) for k, v in r.metrics.items()})
+                ctx.write_json("claims.json", [c.to_dict() for c in r.claims])
+                if ctx.captions:
+                    ctx.write_json("figures/captions.json", dict(ctx.captions))
+            first = ctxs[0]
+            for png in first.figures_dir.glob("*.png"):  # the first seed's figures stand for the run
+                shutil.copy2(png, ctx_main.figures_dir / png.name)
+            ctx_main.captions.update(first.captions)
+            ctx_main.notes.extend(first.notes)
+            for ctx in ctxs:
+                for m in ctx.missing_assets:
+                    ctx_main.note_missing_asset(m["name"], m["install"], skipped=m["skipped"])
+        ctx_main.write_json("metrics.json", metrics)
+        ctx_main.write_json("claims.json", {"headline": getattr(module, "HEADLINE", ""),
+                                            "claims": [c.to_dict() for c in claims]})
         env["wall_time_s"] = wall
         env["process_cpu_time_s"] = cpu
         env["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        env["missing_assets"] = list(ctx.missing_assets)
-        ctx.write_json("env.json", env)
-        notes = "\n\n".join(n for n in [result.notes.strip(), *ctx.notes] if n)
+        env["missing_assets"] = list(ctx_main.missing_assets)
+        ctx_main.write_json("env.json", env)
+        notes = "\n\n".join(n for n in [results[0].notes.strip(), *ctx_main.notes] if n)
         if notes:
             atomic_write_text(stage / "notes.md", notes + "\n")
-        if ctx.captions:
-            ctx.write_json("figures/captions.json", dict(ctx.captions))
+        if ctx_main.captions:
+            ctx_main.write_json("figures/captions.json", dict(ctx_main.captions))
         from iclr26.report import render_run_markdown  # thin reporting layer, imported late
 
         atomic_write_text(stage / "report.md", render_run_markdown(stage))
@@ -119,7 +164,35 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    return run_dir, dataclasses.replace(result, metrics=metrics)
+    return run_dir, dataclasses.replace(results[0], metrics=metrics, claims=claims)
+
+
+def _check_headline(module: Any, claims: list) -> None:
+    """A module's ``HEADLINE`` must name one of its gated paper claims (the abstract's central statement)."""
+    head = getattr(module, "HEADLINE", None)
+    if head is None:
+        return
+    names = {c.name for c in claims if c.gated and c.kind == "paper"}
+    if head not in names:
+        raise RuntimeError(f"{module.__name__}.HEADLINE = {head!r} is not one of its gated paper claims "
+                           f"({', '.join(sorted(names))})")
+
+
+def _combine_metrics(per_seed: list[dict[str, Any]]) -> dict[str, float]:
+    """Flat metrics of one seed, or the mean over seeds (each seed's own stay in ``seeds/<s>/metrics.json``)."""
+    import numpy as np
+
+    if len(per_seed) == 1:
+        return {k: _to_float(v) for k, v in per_seed[0].items()}
+    keys = [k for k in per_seed[0] if all(k in m for m in per_seed)]
+    return {k: float(np.mean([_to_float(m[k]) for m in per_seed])) for k in keys}
+
+
+def _lock_name() -> str | None:
+    """The constraints file the environment was installed from (``ICLR26_LOCK``, set by the Makefile)."""
+    import os
+
+    return os.environ.get("ICLR26_LOCK") or None
 
 
 def _to_float(v: Any) -> float:

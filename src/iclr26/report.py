@@ -12,11 +12,11 @@ import base64
 import html
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from iclr26.claims import VERDICTS, claim_kind, summary_counts  # noqa: F401
 from iclr26.core.errors import UserError
 from iclr26.core.io import atomic_write_text
-from iclr26.runs import claim_kind
 
 
 def _fmt(x: Any) -> str:
@@ -30,14 +30,34 @@ def _fmt(x: Any) -> str:
 
 
 def _verdict(c: dict) -> str:
-    if c["holds"]:
-        return "held"
-    return "not held" if c.get("gated", True) else "not held (reported only)"
+    v = c.get("verdict") or ("held" if c.get("holds") else "not held")
+    return v if c.get("gated", True) else f"{v} (reported only)"
+
+
+def _est_text(e: dict | None) -> str:
+    if not e:
+        return "-"
+    if e.get("unit") == "exact":
+        return f"{_fmt(e['value'])} (exact)"
+    return f"{_fmt(e['value'])} [{_fmt(e['lo'])}, {_fmt(e['hi'])}] /{e.get('n', '?')} {e.get('unit', '')}"
+
+
+def _claim_est(c: dict) -> dict:
+    return c.get("estimate") or {"value": c["value"], "lo": float("nan"), "hi": float("nan"), "unit": "?", "n": 0}
+
+
+CLAIM_HEADER = ["claim", "verdict", "estimate [95% interval] / unit", "gate", "null arm", "statement"]
 
 
 def claims_table_rows(claims: list[dict]) -> list[list[str]]:
-    return [[c["name"], _verdict(c), _fmt(c["value"]), f"{c['op']} {_fmt(c['threshold'])}", c["statement"]]
-            for c in claims]
+    rows = []
+    for c in claims:
+        null = c.get("null")
+        null_txt = f"{c.get('null_what') or 'null'}: {_est_text(null)}" if null else (c.get("why") or "-")
+        stmt = c["statement"] + (f" ({c['reason']})" if c.get("reason") else "")
+        rows.append([c["name"], _verdict(c), _est_text(_claim_est(c)), f"{c['op']} {_fmt(c['threshold'])}",
+                     null_txt, stmt])
+    return rows
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -76,35 +96,25 @@ def missing_asset_lines(missing: list[dict[str, str]]) -> list[str]:
     return out
 
 
-class ClaimCounts(NamedTuple):
-    """Verdict counts of one run: the paper's own claims apart from controls and sanity checks."""
-
-    paper_held: int  # gated paper claims that hold
-    paper_gated: int
-    paper_reported: int  # paper claims reported only (not gated at this preset)
-    checks_held: int  # controls and sanity checks (gated or not) that hold
-    checks: int
-    gated_failed: int  # gated claims of any kind that do not hold
-
-    def paper_text(self) -> str:
-        return f"{self.paper_held}/{self.paper_gated}"
-
-    def checks_text(self) -> str:
-        return f"{self.checks_held}/{self.checks}"
-
-
 def _kind(c: dict) -> str:
     return c.get("kind") or claim_kind(c["name"], c.get("statement", ""))
 
 
-def summary_counts(claims: list[dict]) -> ClaimCounts:
-    """Counts for summaries: gated paper claims held, reported-only paper claims, controls/sanity held."""
-    paper = [c for c in claims if _kind(c) == "paper"]
-    gated = [c for c in paper if c.get("gated", True)]
-    checks = [c for c in claims if _kind(c) != "paper"]
-    failed = sum(1 for c in claims if c.get("gated", True) and not c["holds"])
-    return ClaimCounts(sum(bool(c["holds"]) for c in gated), len(gated), len(paper) - len(gated),
-                       sum(bool(c["holds"]) for c in checks), len(checks), failed)
+def _claims_of(data: dict[str, Any]) -> list[dict]:
+    cl = data["claims"]
+    return cl["claims"] if isinstance(cl, dict) else cl
+
+
+def _headline_of(data: dict[str, Any]) -> str:
+    cl = data["claims"]
+    return cl.get("headline", "") if isinstance(cl, dict) else ""
+
+
+def headline_text(data: dict[str, Any]) -> str:
+    """``C1: held`` for the run's headline claim, or ``-`` where the paper names none."""
+    head = _headline_of(data)
+    c = next((c for c in _claims_of(data) if c["name"] == head), None)
+    return f"{head}: {_verdict(c)}" if c else "-"
 
 
 def render_run_markdown(run_dir: str | Path) -> str:
@@ -113,6 +123,9 @@ def render_run_markdown(run_dir: str | Path) -> str:
     The engine calls it on the staging folder of a run that has just finished, before the rename.
     """
     return run_markdown(_load(Path(run_dir), staging=True))
+
+
+COUNTS_TEXT = "held / not held / inconclusive / no power"
 
 
 def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
@@ -124,20 +137,25 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
         title = registry.get(slug).title
     except UserError:
         title = slug
-    claims = data["claims"]
+    claims = _claims_of(data)
     n = summary_counts(claims)
     paper = [c for c in claims if _kind(c) == "paper"]
     checks = [c for c in claims if _kind(c) != "paper"]
-    head = ["claim", "verdict", "measured", "threshold", "statement"]
+    seeds = cfg.get("seeds") or [cfg.get("seed")]
     lines = [f"# {slug} — {title}", "",
-             f"Preset `{cfg.get('preset')}`, seed {cfg.get('seed')}, device {data['env'].get('device')}, "
+             f"**Headline** ({headline_text(data)}).", "",
+             f"Preset `{cfg.get('preset')}`, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}, "
+             f"{data['env'].get('threads', '?')} thread(s), device {data['env'].get('device')}, "
              f"wall time {_fmt(data['metrics'].get('wall_time_s', float('nan')))} s. "
-             f"Paper claims held: {n.paper_text()} gated ({n.paper_reported} more reported only); "
+             f"Gated paper claims ({COUNTS_TEXT}): {n.paper_text()} ({n.paper_reported} more reported only); "
              f"controls and sanity checks held: {n.checks_text()}.", "",
+             "A verdict is *held* when the whole 95 % interval is on the passing side of the gate, *not held* when "
+             "it is wholly on the failing side, *inconclusive* otherwise, and *no power* when the null arm passes "
+             "the same gate.", "",
              *[f"**{line}**\n" for line in missing_asset_lines(data.get("missing_assets", []))],
-             "## Paper claims", "", _md_table(head, claims_table_rows(paper)), ""]
+             "## Paper claims", "", _md_table(CLAIM_HEADER, claims_table_rows(paper)), ""]
     if checks:
-        lines += ["## Controls and sanity checks", "", _md_table(head, claims_table_rows(checks)), ""]
+        lines += ["## Controls and sanity checks", "", _md_table(CLAIM_HEADER, claims_table_rows(checks)), ""]
     details = [c for c in claims if c.get("detail")]
     if details:
         lines += ["", *[f"- **{c['name']}**: {c['detail']}" for c in details], ""]
@@ -155,32 +173,45 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.missing{background:#fee;border:2px solid #c00;padding:.4em .8em;font-weight:600;color:#900}.held{color:#0a0;font-weight:600}.nothold{color:#c00;font-weight:600}.soft{color:#b70}
+th{background:#f3f3f3}.missing{background:#fee;border:2px solid #c00;padding:.4em .8em;font-weight:600;color:#900}
+.v-held{color:#0a0;font-weight:600}.v-not-held{color:#c00;font-weight:600}.v-inconclusive{color:#b70;font-weight:600}
+.v-no-power{color:#808;font-weight:600}.reported{color:#777}
 img{max-width:100%;border:1px solid #eee}figure{margin:1.2em 0}figcaption{font-size:.9em;color:#555}
-pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.85em}details{margin:.5em 0}
+pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.85em;white-space:pre-wrap}details{margin:.5em 0}
 """
+
+
+def _vclass(c: dict | None) -> str:
+    if c is None:
+        return ""
+    if not c.get("gated", True):
+        return "reported"
+    return "v-" + (c.get("verdict") or ("held" if c.get("holds") else "not held")).replace(" ", "-")
 
 
 def _html_run(data: dict[str, Any]) -> str:
     cfg = data["config"]
     slug = cfg.get("slug", data["dir"].name)
     e = html.escape
-    def row(c: dict) -> str:
-        cls = "held" if c["holds"] else ("nothold" if c.get("gated", True) else "soft")
-        return (f"<tr><td>{e(c['name'])}</td><td class='{cls}'>{e(_verdict(c))}</td>"
-                f"<td>{e(_fmt(c['value']))}</td><td>{e(c['op'])} {e(_fmt(c['threshold']))}</td>"
-                f"<td>{e(c['statement'])}{'<br><small>' + e(c['detail']) + '</small>' if c.get('detail') else ''}</td></tr>")
 
-    head = "<tr><th>claim</th><th>verdict</th><th>measured</th><th>threshold</th><th>statement</th></tr>"
-    paper = [row(c) for c in data["claims"] if _kind(c) == "paper"]
-    checks = [row(c) for c in data["claims"] if _kind(c) != "paper"]
-    rows = ["<tr><th colspan='5'>paper claims</th></tr>", *paper]
+    def row(c: dict) -> str:
+        cells = claims_table_rows([c])[0]
+        detail = f"<br><small>{e(c['detail'])}</small>" if c.get("detail") else ""
+        return (f"<tr><td>{e(cells[0])}</td><td class='{_vclass(c)}'>{e(cells[1])}</td>"
+                + "".join(f"<td>{e(x)}</td>" for x in cells[2:5]) + f"<td>{e(cells[5])}{detail}</td></tr>")
+
+    claims = _claims_of(data)
+    head = "<tr>" + "".join(f"<th>{e(h)}</th>" for h in CLAIM_HEADER) + "</tr>"
+    paper = [row(c) for c in claims if _kind(c) == "paper"]
+    checks = [row(c) for c in claims if _kind(c) != "paper"]
+    rows = ["<tr><th colspan='6'>paper claims</th></tr>", *paper]
     if checks:
-        rows += ["<tr><th colspan='5'>controls and sanity checks</th></tr>", *checks]
+        rows += ["<tr><th colspan='6'>controls and sanity checks</th></tr>", *checks]
     parts = [f"<h2 id='{e(slug)}'>{e(slug)} <small>({e(str(data['dir']))})</small></h2>",
-             f"<p>Preset <code>{e(str(cfg.get('preset')))}</code>, seed {e(str(cfg.get('seed')))}, "
+             f"<p>Headline: {e(headline_text(data))}. Preset <code>{e(str(cfg.get('preset')))}</code>, "
+             f"seeds {e(', '.join(map(str, cfg.get('seeds') or [cfg.get('seed')])))}, "
              f"wall time {e(_fmt(data['metrics'].get('wall_time_s', float('nan'))))} s.</p>",
              *[f"<p class='missing'>{e(line)}</p>" for line in missing_asset_lines(data.get("missing_assets", []))],
              f"<table>{head}", *rows, "</table>"]
@@ -216,14 +247,17 @@ def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> t
         if out.resolve().is_relative_to(d["dir"].resolve()):
             raise UserError(f"--out {out}: is inside run directory {d['dir']}; the report never writes into a run")
     out.mkdir(parents=True, exist_ok=True)
-    summary = []
+    summary, heads = [], []
     for d in datas:
-        n = summary_counts(d["claims"])
-        summary.append([d["config"].get("slug", d["dir"].name), str(d["config"].get("preset")),
+        claims = _claims_of(d)
+        n = summary_counts(claims)
+        head = next((c for c in claims if c["name"] == _headline_of(d)), None)
+        heads.append(head)
+        summary.append([d["config"].get("slug", d["dir"].name), headline_text(d), str(d["config"].get("preset")),
                         n.paper_text(), str(n.paper_reported), n.checks_text(),
                         _fmt(d["metrics"].get("wall_time_s", float("nan"))),
                         "; ".join(missing_asset_lines(d["missing_assets"])) or "-", str(d["dir"])])
-    header = ["paper", "preset", "paper claims held (gated)", "paper claims reported only",
+    header = ["paper", "headline", "preset", f"gated paper claims ({COUNTS_TEXT})", "reported only",
               "controls & sanity held", "wall s", "missing assets", "run"]
     md = ["# iclr26 report", "", _md_table(header, summary), ""]
     for d in datas:
@@ -232,9 +266,17 @@ def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> t
     md_path = out / "report.md"
     atomic_write_text(md_path, "\n".join(md))
     e = html.escape
-    srows = "".join("<tr>" + "".join(f"<td class='missing'>{e(c)}</td>" if (i == 5 and c != "-") else f"<td>{e(c)}</td>"
-                                     for i, c in enumerate(r)) + "</tr>" for r in summary)
-    body = [f"<h1>iclr26 report</h1><table><tr>{''.join(f'<th>{h}</th>' for h in header)}</tr>{srows}</table>"]
+
+    def cell(i: int, c: str, head: dict | None) -> str:
+        if i == 1:  # verdict colours only: the headline's verdict
+            return f"<td class='{_vclass(head)}'>{e(c)}</td>"
+        if i == 7 and c != "-":
+            return f"<td class='missing'>{e(c)}</td>"
+        return f"<td>{e(c)}</td>"
+
+    srows = "".join("<tr>" + "".join(cell(i, c, h) for i, c in enumerate(r)) + "</tr>"
+                    for r, h in zip(summary, heads, strict=True))
+    body = [f"<h1>iclr26 report</h1><table><tr>{''.join(f'<th>{e(h)}</th>' for h in header)}</tr>{srows}</table>"]
     body += [_html_run(d) for d in datas]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iclr26 report</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")

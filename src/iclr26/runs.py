@@ -9,82 +9,23 @@ finished, so an interrupted run leaves nothing under a final name.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import os
 import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+# claims live in iclr26.claims (decided there with an interval and a null arm); re-exported for experiments
+from iclr26.claims import CLAIM_KINDS, Claim, claim, claim_kind  # noqa: E402,F401
 from iclr26.core.errors import UserError
 from iclr26.core.io import atomic_path, atomic_write_text
-
-_OPS = {
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-}
-
-
-@dataclass
-class Claim:
-    """One checkable statement of a paper, with the value the run measured.
-
-    ``holds`` is computed from ``value op threshold``; ``gated=False`` marks a claim that is
-    reported but not expected to hold at this preset (the spec says why, e.g. C4 of sae-seeds).
-    ``kind`` (computed, see :func:`claim_kind`) tells the paper's own claims from the run's controls
-    and sanity checks, which the summaries count apart.
-    """
-
-    name: str
-    statement: str
-    value: float
-    op: str
-    threshold: float
-    gated: bool = True
-    detail: str = ""
-    holds: bool = field(init=False)
-    kind: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        if self.op not in _OPS:
-            raise ValueError(f"claim op must be one of {sorted(_OPS)}, got {self.op!r}")
-        self.value = float(self.value)
-        self.threshold = float(self.threshold)
-        self.holds = bool(math.isfinite(self.value) and _OPS[self.op](self.value, self.threshold))
-        self.kind = claim_kind(self.name, self.statement)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-CLAIM_KINDS = ("paper", "control", "sanity")
-
-
-def claim_kind(name: str, statement: str = "") -> str:
-    """``control`` for names ``ctrl_*`` / statements "control: ...", ``sanity`` for ``sanity_*`` /
-    "sanity: ...", else ``paper`` (a statement of the paper itself)."""
-    low = statement.strip().lower()
-    if name.startswith("ctrl_") or low.startswith("control:"):
-        return "control"
-    if name.startswith("sanity_") or low.startswith("sanity:"):
-        return "sanity"
-    return "paper"
-
-
-def claim(name: str, statement: str, value: float, op: str, threshold: float, *,
-          gated: bool = True, detail: str = "") -> Claim:
-    """Build a :class:`Claim`; ``holds`` is computed, never passed."""
-    return Claim(name=name, statement=statement, value=value, op=op, threshold=threshold,
-                 gated=gated, detail=detail)
+from iclr26.stats import Est, exact  # noqa: E402,F401
 
 
 @dataclass

@@ -28,7 +28,8 @@ def data_home() -> Path:
 
 
 def numerics_fingerprint() -> str:
-    """The library versions whose numerics a trained artefact depends on (torch, transformers, diffusers).
+    """The library versions whose numerics a trained artefact depends on (torch, transformers, diffusers),
+    and the torch thread count it is trained with (another reduction order trains another model).
 
     Cache keys of trained organisms and DDPMs include it: the same seed and recipe train a different model
     under another version (weight initialisation and kernels change), so an artefact cached under one
@@ -42,4 +43,7 @@ def numerics_fingerprint() -> str:
             parts.append(f"{pkg}={md.version(pkg)}")
         except md.PackageNotFoundError:
             parts.append(f"{pkg}=none")
+    import torch
+
+    parts.append(f"threads={torch.get_num_threads()}")
     return ";".join(parts)

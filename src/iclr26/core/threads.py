@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +65,7 @@ class ThreadPlan:
     threads: int
     workers: int
     workload: str | None
-    source: str  # "env", "config", "workload" or "unchanged"
+    source: str  # "flag", "env", "config", "workload" or "unchanged"
     cpus: int
     load: float | None
 
@@ -99,18 +98,26 @@ def _load() -> float | None:
         return None
 
 
-def thread_policy(workload: str | None = None, *, requested: int | None = None) -> ThreadPlan:
-    """Decide threads and workers: ``ICLR26_THREADS`` > ``requested`` > ``workload`` > torch's current setting.
+def thread_policy(workload: str | None = None, *, requested: int | None = None, threads: int | None = None,
+                  workers: int | None = None) -> ThreadPlan:
+    """Decide threads and workers: ``threads`` (``iclr26 run --threads``) > ``ICLR26_THREADS`` > ``requested``
+    (a config's ``threads`` field) > ``workload`` > torch's current setting.
 
-    Workers (for independent arms): ``ICLR26_WORKERS`` if set, else one per CPU for a workload that allows
-    process parallelism and runs single-threaded, else 1.
+    Workers (for independent arms): ``workers`` (``--workers``), else ``ICLR26_WORKERS`` if set, else one per
+    CPU for a workload that allows process parallelism and runs single-threaded, else 1.
     """
+    for flag, v in (("--threads", threads), ("--workers", workers)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise UserError(f"{flag} {v!r}: expected a positive integer")
     if workload is not None and workload not in WORKLOADS:
         raise UserError(f"unknown workload {workload!r}; allowed: {', '.join(WORKLOADS)}")
     cpus = cpu_count()
     env_threads = _env_int(ENV_THREADS)
     wl_threads, wl_parallel = WORKLOADS[workload] if workload is not None else (None, False)
-    if env_threads is not None:
+    flag_threads, flag_workers = threads, workers
+    if flag_threads is not None:
+        threads, source = flag_threads, "flag"
+    elif env_threads is not None:
         threads, source = env_threads, "env"
     elif requested is not None:
         threads, source = max(1, int(requested)), "config"
@@ -119,7 +126,9 @@ def thread_policy(workload: str | None = None, *, requested: int | None = None) 
     else:
         threads, source = torch.get_num_threads(), "unchanged"
     env_workers = _env_int(ENV_WORKERS)
-    if env_workers is not None:
+    if flag_workers is not None:
+        workers = flag_workers
+    elif env_workers is not None:
         workers = env_workers
     elif wl_parallel and threads == 1:
         workers = cpus
@@ -128,13 +137,13 @@ def thread_policy(workload: str | None = None, *, requested: int | None = None) 
     return ThreadPlan(threads, workers, workload, source, cpus, _load())
 
 
-def plan_for_config(cfg: Any) -> ThreadPlan:
-    """The plan for a run of ``cfg``: its module's ``WORKLOAD`` and its ``threads`` field, if any."""
-    module = sys.modules.get(type(cfg).__module__)
-    workload = getattr(module, "WORKLOAD", None)
+def plan_for_config(cfg: Any, workload: str | None = None, *, threads: int | None = None,
+                    workers: int | None = None) -> ThreadPlan:
+    """The plan for a run of ``cfg``: the experiment's ``workload`` (passed by the engine, which read the
+    module's ``WORKLOAD``), the config's ``threads`` field if any, and the ``--threads`` / ``--workers`` flags."""
     want = getattr(cfg, "threads", None)
     requested = want if isinstance(want, int) and not isinstance(want, bool) else None
-    return thread_policy(workload, requested=requested)
+    return thread_policy(workload, requested=requested, threads=threads, workers=workers)
 
 
 _ACTIVE: list[ThreadPlan] = []

@@ -23,12 +23,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from iclr26.core.errors import UserError
+from iclr26.stats import tpr_at_fpr  # noqa: F401  (re-exported: the paper's detection metric)
 
 log = logging.getLogger(__name__)
 
@@ -258,24 +258,6 @@ def mitigate_prompt(
         loss.backward()
         opt.step()
     return e.detach(), hist
-
-
-def tpr_at_fpr(scores, labels, fpr: float, rule: str = "closest") -> float:
-    """TPR at a target FPR. ``"closest"``: the ROC point whose FPR is closest to ``fpr``, the first of ties (the
-    official evaluation's argmin over scikit-learn's ``roc_curve``); ``"conservative"``: the largest TPR with FPR <= ``fpr``. ``labels``: 1 = memorized."""
-    from sklearn.metrics import roc_curve
-
-    if rule not in ("closest", "conservative"):
-        raise UserError(f"rule={rule!r}; allowed: closest, conservative")
-    if not 0 < fpr < 1:
-        raise UserError(f"fpr={fpr} must lie in (0, 1)")
-    y = np.asarray(labels).astype(int)
-    if y.min() == y.max():
-        return float("nan")
-    f, t, _ = roc_curve(y, np.asarray(scores, dtype=np.float64))
-    if rule == "closest":
-        return float(t[int(np.argmin(np.abs(f - fpr)))])
-    return float(t[f <= fpr + 1e-12].max())
 
 
 def nearest_distance(samples: Tensor, reference: Tensor) -> Tensor:

@@ -329,17 +329,15 @@ def latent_independence(
 def mmd(
     X: np.ndarray, Y: np.ndarray, *, sigma: float = 1.0, max_n: int | None = 1000, seed: int = 0
 ) -> float:
-    """Biased (V-statistic) Gaussian-kernel MMD between samples ``X [n, d]`` and ``Y [m, d]``."""
+    """Biased (V-statistic) Gaussian-kernel MMD between samples ``X [n, d]`` and ``Y [m, d]``: the square root
+    of :func:`iclr26.stats.mmd2_rbf` with one bandwidth ``sigma``, on at most ``max_n`` rows of each."""
+    from iclr26.stats import mmd2_rbf
+
     X = _subsample(np.asarray(X, dtype=np.float64), max_n, seed)
     Y = _subsample(np.asarray(Y, dtype=np.float64), max_n, seed + 1)
     if X.shape[1] != Y.shape[1]:
         raise UserError(f"mmd: feature counts differ ({X.shape[1]} vs {Y.shape[1]})")
-
-    def k(a: np.ndarray, b: np.ndarray) -> float:
-        sq = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T
-        return float(np.exp(-np.maximum(sq, 0.0) / (2 * sigma**2)).mean())
-
-    return float(np.sqrt(max(k(X, X) + k(Y, Y) - 2 * k(X, Y), 0.0)))
+    return float(np.sqrt(max(mmd2_rbf(X, Y, bandwidths=[sigma], unbiased=False), 0.0)))
 
 
 # --------------------------------------------------------------------------------------------------

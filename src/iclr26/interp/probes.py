@@ -5,7 +5,7 @@
   steering, and :meth:`~LinearProbe.score_sequences` for token-level training with sequence-level scores.
 - :class:`DiffMeansProbe` — d = μ₊ − μ₋, score x·d, threshold at the midpoint of the class-mean scores.
 - :func:`auroc`, :func:`threshold_at_fpr` (calibrated on a separate control set of negatives),
-  :func:`recall_at_fpr`, :func:`bootstrap_ci`.
+  :func:`recall_at_fpr`. AUROC and intervals come from :mod:`iclr26.stats` (``auroc`` is re-exported here).
 - Baselines: :func:`shuffled_label_probe` (refit on permuted labels), :func:`random_direction_scores`.
 
 Inputs are ``[N, d]`` torch tensors or numpy arrays; labels are 0/1. Scores are numpy float64 arrays.
@@ -13,7 +13,6 @@ Inputs are ``[N, d]`` torch tensors or numpy arrays; labels are 0/1. Scores are 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,12 +20,12 @@ import torch
 
 from iclr26.core.errors import UserError
 from iclr26.core.estimators import BaseEstimator, check_is_fitted, clone
+from iclr26.stats import auroc  # noqa: F401  (re-exported: probes are scored with it)
 
 __all__ = [
     "DiffMeansProbe",
     "LinearProbe",
     "auroc",
-    "bootstrap_ci",
     "random_direction_scores",
     "recall_at_fpr",
     "shuffled_label_probe",
@@ -209,14 +208,6 @@ def _check_fpr(fpr: float) -> None:
         raise UserError(f"fpr={fpr} must lie in (0, 1)")
 
 
-def auroc(scores: Any, labels: Any) -> float:
-    """Area under the ROC curve (scikit-learn's ``roc_auc_score``)."""
-    from sklearn.metrics import roc_auc_score
-
-    s = _vec(scores, "scores")
-    return float(roc_auc_score(_labels(labels, s.shape[0]), s))
-
-
 def threshold_at_fpr(control_scores: Any, fpr: float) -> float:
     """The smallest threshold τ, among the control scores, with at most ``fpr`` of the controls scoring
     strictly above τ (a sample is flagged when its score is > τ)."""
@@ -230,34 +221,6 @@ def recall_at_fpr(pos_scores: Any, control_scores: Any, fpr: float = 0.01) -> fl
     """Share of positives scoring above the threshold calibrated on the controls at ``fpr``."""
     tau = threshold_at_fpr(control_scores, fpr)
     return float((_vec(pos_scores, "pos_scores") > tau).mean())
-
-
-def bootstrap_ci(
-    metric_fn: Callable[..., float], *arrays: Any, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0
-) -> tuple[float, float, float]:
-    """``(estimate, lo, hi)``: the metric on the data and a percentile interval over ``n_boot`` resamples
-    of the rows (the same rows for every array); resamples where the metric is undefined are skipped."""
-    if not arrays:
-        raise UserError("bootstrap_ci needs at least one array")
-    if n_boot < 1 or not 0.0 < alpha < 1.0:
-        raise UserError(f"bootstrap_ci: need n_boot >= 1 and alpha in (0, 1), got {n_boot}, {alpha}")
-    arrs = [np.asarray(a.detach().cpu() if isinstance(a, torch.Tensor) else a) for a in arrays]
-    n = arrs[0].shape[0]
-    if any(a.shape[0] != n for a in arrs):
-        raise UserError(f"bootstrap_ci: arrays have different lengths {[a.shape[0] for a in arrs]}")
-    est = float(metric_fn(*arrs))
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n_boot):
-        i = rng.integers(0, n, n)
-        try:
-            vals.append(float(metric_fn(*(a[i] for a in arrs))))
-        except (UserError, ValueError):  # e.g. a resample with one class only
-            continue
-    if not vals:
-        raise UserError("bootstrap_ci: the metric was undefined on every resample")
-    lo, hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
-    return est, float(lo), float(hi)
 
 
 # ---------------------------------------------------------------------- baselines

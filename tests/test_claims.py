@@ -1,0 +1,91 @@
+"""Claims are decided from an interval and a null arm; the verdict is computed, never passed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from iclr26.claims import Claim, ClaimCounts, check_expected, claim, combine_seeds, decide
+from iclr26.stats import Est, exact
+
+
+def E(v, lo, hi, unit="topic", n=10):
+    return Est(v, lo, hi, unit, n)
+
+
+def test_three_way_verdict_from_the_interval():
+    assert decide(E(0.8, 0.7, 0.9), ">", 0.5) == "held"
+    assert decide(E(0.3, 0.2, 0.4), ">", 0.5) == "not held"
+    assert decide(E(0.55, 0.45, 0.65), ">", 0.5) == "inconclusive"
+    assert decide(E(0.5, 0.5, 0.6), ">", 0.5) == "inconclusive"  # the lower end sits on a strict gate
+    assert decide(E(0.5, 0.5, 0.6), ">=", 0.5) == "held"
+    assert decide(E(-1, -2, -0.5), "<", 0) == "held"
+    assert decide(Est(0.8, math.nan, math.nan, "seed", 1), ">", 0.5) == "inconclusive"
+
+
+def test_null_that_passes_means_no_power():
+    c = claim("C1", "probe beats chance", E(0.9, 0.85, 0.95), ">", 0.6, null=E(0.7, 0.6, 0.8), null_what="shuffled")
+    assert c.verdict == "no power" and not c.holds and "shuffled" in c.reason
+    ok = claim("C1", "probe beats chance", E(0.9, 0.85, 0.95), ">", 0.6, null=E(0.5, 0.4, 0.6))
+    assert ok.verdict == "held" and ok.holds
+    # a wholly failing interval is evidence whatever the null did
+    bad = claim("C1", "x", E(0.3, 0.2, 0.4), ">", 0.6, null=E(0.7, 0.6, 0.8))
+    assert bad.verdict == "not held"
+
+
+def test_gated_paper_claim_needs_a_null_and_checks_need_a_reason():
+    with pytest.raises(ValueError, match="no null arm"):
+        claim("C1", "x", E(1, 0.9, 1.1), ">", 0)
+    with pytest.raises(ValueError, match="why="):
+        claim("sanity_fit", "sanity: fits", exact(0.99), ">", 0.9)
+    s = claim("sanity_fit", "sanity: fits", exact(0.99), ">", 0.9, why="a precondition, not a finding")
+    assert s.kind == "sanity" and s.verdict == "held"
+    r = claim("C9", "reported only", 0.1, ">", 0.5, gated=False)
+    assert r.verdict == "not held" and not r.gated
+
+
+def test_trained_claim_on_one_seed_is_inconclusive():
+    one = claim("C1", "x", E(0.9, 0.85, 0.95, "item", 200), ">", 0.6, null=exact(0.5), trained=True)
+    assert one.verdict == "inconclusive" and "training seed" in one.reason
+    three = claim("C1", "x", E(0.9, 0.85, 0.95, "seed", 3), ">", 0.6, null=exact(0.5), trained=True)
+    assert three.verdict == "held"
+    spread = claim("C1", "x", E(0.9, 0.85, 0.95, "item", 200), ">", 0.6, null=exact(0.5), trained=True,
+                   seed_spread=0.05)  # 0.05 < 0.25 * 0.3: documented seed spread small against the margin
+    assert spread.verdict == "held"
+
+
+def test_combine_seeds_uses_a_t_interval_over_seeds():
+    runs = [[claim("C1", "x", E(v, v - 0.01, v + 0.01, "item"), ">", 0.0, null=exact(nv), trained=True)]
+            for v, nv in ((0.2, -0.1), (0.3, 0.0), (0.25, -0.05))]
+    (c,) = combine_seeds(runs)
+    assert c.estimate.unit == "seed" and c.estimate.n == 3 and c.estimate.value == pytest.approx(0.25)
+    assert c.verdict == "held" and c.null.value == pytest.approx(-0.05)
+    runs[2][0] = claim("C1", "x", E(-0.4, -0.41, -0.39, "item"), ">", 0.0, null=exact(0.0), trained=True)
+    assert combine_seeds(runs)[0].verdict == "inconclusive"
+
+
+def test_counts_and_round_trip():
+    cl = [claim("C1", "a", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5)),
+          claim("C2", "b", E(0.1, 0.0, 0.2), ">", 0.5, null=exact(0.5)),
+          claim("C3", "c", E(0.5, 0.4, 0.6), ">", 0.5, null=exact(0.5)),
+          claim("C4", "d", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.6)),
+          claim("ctrl_x", "control: y", exact(0.1), "<", 0.5, why="label shuffle")]
+    n = ClaimCounts([c.to_dict() for c in cl])
+    assert n.paper_text() == "1/1/1/1" and n.checks_text() == "1/1"
+    again = Claim.from_dict(cl[3].to_dict())
+    assert again.verdict == "no power" and again.null == cl[3].null
+
+
+def test_check_expected_both_directions():
+    class M:
+        __name__ = "m"
+        EXPECTED = {"C1": "held", "C2": ("not held", "too small"), "C5": "held"}
+
+    cl = [claim("C1", "a", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5)),
+          claim("C2", "b", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5)),
+          claim("C3", "c", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5))]
+    errs = "\n".join(check_expected(M, cl))
+    assert "C2: expected 'not held', got 'held'" in errs  # a claim that starts to hold is caught
+    assert "C3" in errs and "C5" in errs  # undeclared and missing claims too
+    assert not any(e.startswith("C1") for e in check_expected(M, cl))
