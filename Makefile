@@ -8,13 +8,17 @@ BIN    := $(VENV)/bin
 # CPU wheel; GPU users: `make TORCH_SPEC=torch demo` (or any CUDA build of torch >= 2.4)
 TORCH_SPEC ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip
+# the pinned environment the recorded verdicts were measured in (torch is TORCH_SPEC); runs name it in env.json
+LOCK   ?= constraints.txt
+LOCK_ID = $(LOCK)@$(shell sha256sum $(LOCK) 2>/dev/null | cut -c1-12)
+export ICLR26_LOCK = $(LOCK_ID)
 OUT    ?= runs
 PRESET ?= default
 PYTEST_ARGS ?=
 # two workers, one BLAS/OpenMP thread each: the fastest split of a 2-core machine for many small models
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast assets provision lint bench clean-venv help
+.PHONY: demo test test-fast assets provision lint bench clean-venv help lock status
 
 help:
 	@echo "make demo    - set up .venv and run every implemented paper at the '$(PRESET)' preset, then write the HTML report"
@@ -27,12 +31,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -q "$(TORCH_SPEC)" -e ".[demo]"
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(PIP) install -q -c $(LOCK) "$(TORCH_SPEC)" -e ".[demo]"
 	@touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install -q "$(TORCH_SPEC)" -e ".[dev,real,anchors]"
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml $(LOCK)
+	$(PIP) install -q -c $(LOCK) "$(TORCH_SPEC)" -e ".[dev,real,anchors]"
 	@touch $@
 
 # Every offline asset the default presets use, best effort and without root; a missing one is
@@ -59,6 +63,15 @@ bench: $(VENV)/.installed-test
 	@# steering-vectors pins transformers<5 but its hook code runs on 5.x: installed without its pins
 	$(PIP) install -q --no-deps steering-vectors==0.12.2
 	$(BIN)/python bench/run_all.py
+
+# after a deliberate upgrade of the test environment: write the new pins, then re-measure the verdicts
+lock: $(VENV)/.installed-test
+	@{ sed -n '1,/^[^#]/{/^#/p}' $(LOCK); $(PIP) freeze --exclude-editable | grep -v '^torch==\|^iclr26'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+
+# README's status table, from the experiment modules' declarations
+status: $(VENV)/.installed
+	$(BIN)/iclr26 status --markdown
 
 clean-venv:
 	rm -rf $(VENV)

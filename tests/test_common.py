@@ -41,17 +41,40 @@ def test_config_json_round_trip_and_presets(slug):
 
 
 @pytest.mark.parametrize("slug", IMPLEMENTED)
-def test_smoke_preset_runs_and_writes_files(slug, tmp_path):
-    run_dir, result = run_paper(slug, preset="smoke", out=tmp_path, device="cpu")
+def test_smoke_runs_writes_files_and_ignores_global_random_state(slug, tmp_path, monkeypatch):
+    """The smoke preset writes every file; and ctx.seed is the only seed: the same smoke run started from other
+    global numpy / torch / Python random state (the engine's global seeding replaced by a different one) gives
+    identical metrics and verdicts."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from iclr26 import engine
+
+    run_dir, a = run_paper(slug, preset="smoke", out=tmp_path / "a", device="cpu")
     for name in ("config.json", "metrics.json", "claims.json", "env.json", "report.md"):
         assert (run_dir / name).exists(), name
     assert list((run_dir / "figures").glob("*.png")), "no figure written"
     metrics = json.loads((run_dir / "metrics.json").read_text())
     bad = [k for k, v in metrics.items() if not math.isfinite(v)]
     assert not bad, f"non-finite metrics: {bad}"
-    claims = json.loads((run_dir / "claims.json").read_text())
-    claims = claims["claims"]
+    claims = json.loads((run_dir / "claims.json").read_text())["claims"]
     assert claims and all({"name", "statement", "estimate", "null", "threshold", "verdict"} <= set(c) for c in claims)
+
+    def other_state(seed: int) -> None:
+        random.seed(seed + 9173)
+        np.random.seed((seed + 4241) % 2**32)
+        torch.manual_seed(seed + 7717)
+
+    monkeypatch.setattr(engine, "seed_everything", other_state)
+    _, b = run_paper(slug, preset="smoke", out=tmp_path / "b", device="cpu")
+    timing = ("wall_time_s", "seconds", "_time")
+    keys = [k for k in a.metrics if not any(t in k for t in timing)]
+    differ = [k for k in keys if not (a.metrics[k] == b.metrics.get(k)
+                                      or (math.isnan(a.metrics[k]) and math.isnan(b.metrics.get(k, 0.0))))]
+    assert not differ, f"{slug}: metrics depend on global random state: {differ[:8]}"
+    assert [(c.name, c.verdict) for c in a.claims] == [(c.name, c.verdict) for c in b.claims]
 
 
 # ---------------------------------------------------------------------------- library modules
