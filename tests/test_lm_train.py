@@ -186,3 +186,39 @@ def test_two_process_ddp_matches_single_process(tmp_path):
     train_lm(m, _sampler(tok), 8, 16, 3e-3, seed=5)
     single = m.state_dict()
     assert max(float((ddp[k] - single[k]).abs().max()) for k in single) < 1e-4
+
+
+def test_train_organism_is_the_one_recipe(tmp_path, monkeypatch):
+    """The shared recipe: config block fields reach the model and the loop; the cache key covers them and the
+    corpus; a second call loads the identical model from the cache."""
+    import dataclasses
+
+    import torch
+
+    from iclr26.core.config import field_docs
+    from iclr26.core.errors import UserError
+    from iclr26.lm.train import organism_config, train_organism
+
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path))
+
+    @dataclasses.dataclass
+    class Config(organism_config(d=16, layers=1, heads=2, ff=32, steps=3, batch=4)):
+        other: int = 1
+
+    docs = field_docs(Config)
+    assert all(docs[k] for k in ("d", "layers", "heads", "ff", "steps", "lr", "batch", "weight_decay"))
+    vocab = ["a", "b", "c"]
+
+    def doc(rng, tok):
+        return tok.convert_tokens_to_ids([vocab[i] for i in rng.integers(0, 3, 6)])
+
+    m1, tok, info1 = train_organism("t", Config(), vocab, doc, seed=1, data={"v": 1}, ctx=8)
+    assert not info1["cached"] and m1.config.hidden_size == 16 and m1.config.num_hidden_layers == 1
+    m2, _, info2 = train_organism("t", Config(), vocab, doc, seed=1, data={"v": 1}, ctx=8)
+    assert info2["cached"] and info2["path"] == info1["path"]
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values(), strict=True))
+    _, _, info3 = train_organism("t", Config(), vocab, doc, seed=2, data={"v": 1}, ctx=8)
+    _, _, info4 = train_organism("t", Config(steps=4), vocab, doc, seed=1, data={"v": 1}, ctx=8)
+    assert len({info1["path"], info3["path"], info4["path"]}) == 3
+    with pytest.raises(UserError, match="multiple of heads"):
+        train_organism("t", Config(d=15), vocab, doc, seed=1, data={}, ctx=8)

@@ -293,18 +293,20 @@ def cached_organism(
     build: Callable[[], tuple[nn.Module, Any]],
     *,
     use_cache: bool = True,
+    source: Callable | None = None,
 ) -> tuple[nn.Module, Any, dict[str, Any]]:
     """Load the organism ``name`` trained from ``spec``, or ``build()`` it and store it; returns (model, tok, info).
 
     ``build()`` returns ``(model, tokenizer)`` after training; both are saved with ``save_pretrained`` (safetensors)
     into ``organisms_home()/<organism_key>``, written atomically. ``info`` has ``path``, ``cached`` (loaded from
-    disk) and ``build_seconds``. ``use_cache=False`` always rebuilds and never writes.
+    disk) and ``build_seconds``. ``use_cache=False`` always rebuilds and never writes. ``source`` (default
+    ``build``): the function whose source code, and its module's, enter the key.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from iclr26.core.io import atomic_dir
 
-    key = organism_key(name, spec, build)
+    key = organism_key(name, spec, source or build)
     folder = organisms_home() / key
     if use_cache and (folder / "config.json").is_file() and (folder / "organism.json").is_file():
         model = AutoModelForCausalLM.from_pretrained(folder).float().eval()
@@ -328,3 +330,77 @@ def cached_organism(
             log.warning("could not cache organism %s in %s: %s", name, folder, e)
             info["path"] = ""
     return model.eval(), tok, info
+
+
+# ---------------------------------------------------------------------------------------------- the recipe
+ORGANISM_FIELDS = ("d", "layers", "heads", "ff", "steps", "lr", "batch", "weight_decay")
+
+
+def organism_config(*, d: int = 64, layers: int = 2, heads: int = 4, ff: int = 256, steps: int = 1500,
+                    lr: float = 3e-3, batch: int = 64, weight_decay: float = 0.01) -> type:
+    """The organism's config block: a dataclass base with one documented field per recipe setting.
+
+    Every organism-based experiment's ``Config`` derives from it with its own defaults
+    (``class Config(organism_config(d=96, steps=2000)):``), so the fields are declared, documented and
+    range-checked in one place and :func:`train_organism` reads them by name.
+    """
+    from iclr26.core.config import param
+
+    v = {"d": d, "layers": layers, "heads": heads, "ff": ff, "steps": steps, "lr": lr, "batch": batch,
+         "weight_decay": weight_decay}  # a class body cannot read enclosing names it also assigns
+
+    @dataclass
+    class OrganismConfig:
+        d: int = param(v["d"], "organism width (hidden size); a multiple of heads", low=8)
+        layers: int = param(v["layers"], "organism transformer layers", low=1, high=64)
+        heads: int = param(v["heads"], "organism attention heads", low=1, high=64)
+        ff: int = param(v["ff"], "organism MLP width", low=4)
+        steps: int = param(v["steps"], "organism training steps (AdamW, constant learning rate)", low=0)
+        lr: float = param(v["lr"], "organism learning rate", low=0.0, low_open=True, high=1.0)
+        batch: int = param(v["batch"], "organism training batch (documents per step)", low=1)
+        weight_decay: float = param(v["weight_decay"], "organism AdamW weight decay", low=0.0, high=1.0)
+
+    return OrganismConfig
+
+
+def train_organism(
+    name: str,
+    cfg: Any,
+    vocab: list[str],
+    document: Callable[[np.random.Generator, Any], list[int]],
+    *,
+    seed: int,
+    data: Any,
+    ctx: int = 64,
+    kv_heads: int | None = None,
+    family: str = "llama",
+    use_cache: bool = True,
+) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """THE organism recipe: a seeded tiny HF LM over a word vocabulary, trained by :func:`train_lm` on documents
+    drawn by ``document(rng, tokenizer) -> token ids``, cached by :func:`cached_organism`.
+
+    ``cfg`` carries the :func:`organism_config` fields; ``data`` describes the corpus generator (its settings
+    and seed) and enters the cache key with the recipe fields, ``seed``, ``vocab``, ``ctx`` and the source of
+    ``document``'s module (so an edit to the generator invalidates the cache). Returns ``(model, tok, info)``.
+    """
+    from iclr26.lm.organism import WordTokenizer, tiny_lm
+
+    recipe = {k: getattr(cfg, k) for k in ORGANISM_FIELDS}
+    if recipe["d"] % recipe["heads"]:
+        raise UserError(f"organism d={recipe['d']} is not a multiple of heads={recipe['heads']}")
+    spec = {**recipe, "seed": int(seed), "vocab": list(vocab), "data": data, "ctx": ctx, "kv_heads": kv_heads,
+            "family": family}
+
+    def build():
+        tok = WordTokenizer(vocab)
+        model = tiny_lm(family, d=recipe["d"], layers=recipe["layers"], heads=recipe["heads"], kv_heads=kv_heads,
+                        ff=recipe["ff"], vocab=len(tok), ctx=ctx, seed=seed)
+
+        def sampler(rng, batch):
+            return [document(rng, tok) for _ in range(batch)]
+
+        train_lm(model, sampler, recipe["steps"], recipe["batch"], recipe["lr"], seed,
+                 weight_decay=recipe["weight_decay"], desc=f"{name} organism")
+        return model, tok
+
+    return cached_organism(name, spec, build, use_cache=use_cache, source=document)
