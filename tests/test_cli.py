@@ -281,3 +281,18 @@ def test_report_lists_controls_apart(tmp_path, capsys, fake_paper):
            "1 reported only" in out
     md = next(tmp_path.glob("fake-paper-smoke*/report.md")).read_text()
     assert "## Paper claims" in md
+
+
+def test_notes_deduplicated(tmp_path, fake_paper, monkeypatch):
+    import fake_experiment
+    from iclr26 import engine
+
+    real_run = fake_experiment.run
+
+    def run_twice_noted(cfg, ctx):
+        ctx.add_note("fake run")  # the same text the Result carries
+        return real_run(cfg, ctx)
+
+    monkeypatch.setattr(fake_experiment, "run", run_twice_noted)
+    run_dir, _ = engine.run_paper("fake-paper", preset="smoke", out=tmp_path)
+    assert (run_dir / "notes.md").read_text().count("fake run") == 1

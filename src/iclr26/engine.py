@@ -152,7 +152,8 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
         env["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         env["missing_assets"] = list(ctx_main.missing_assets)
         ctx_main.write_json("env.json", env)
-        notes = "\n\n".join(n for n in [results[0].notes.strip(), *ctx_main.notes] if n)
+        # once each: several experiments both return a note and add it to ctx (reports printed it twice)
+        notes = "\n\n".join(dict.fromkeys(n.strip() for n in [results[0].notes, *ctx_main.notes] if n.strip()))
         if notes:
             atomic_write_text(stage / "notes.md", notes + "\n")
         if ctx_main.captions:
