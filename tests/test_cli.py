@@ -296,3 +296,28 @@ def test_notes_deduplicated(tmp_path, fake_paper, monkeypatch):
     monkeypatch.setattr(fake_experiment, "run", run_twice_noted)
     run_dir, _ = engine.run_paper("fake-paper", preset="smoke", out=tmp_path)
     assert (run_dir / "notes.md").read_text().count("fake run") == 1
+
+
+def test_seeds_combine_claims_over_seeds(tmp_path, fake_paper):
+    """--seeds 3: one folder per seed, the claim re-decided over seeds (t-interval), serial == parallel."""
+    from iclr26 import engine
+
+    run_dir, res = engine.run_paper("fake-paper", preset="smoke", out=tmp_path / "serial", seeds=3, workers=1)
+    c = next(c for c in res.claims if c.name == "C1")
+    assert c.estimate.unit == "seed" and c.estimate.n == 3 and c.detail.startswith("per seed:")
+    per = [json.loads((run_dir / "seeds" / str(s) / "claims.json").read_text())[0]["value"] for s in (0, 1, 2)]
+    assert c.estimate.value == pytest.approx(sum(per) / 3)
+    assert list((run_dir / "figures").glob("*.png"))
+    doc = json.loads((run_dir / "claims.json").read_text())
+    assert doc["claims"][0]["estimate"]["unit"] == "seed"
+    assert json.loads((run_dir / "config.json").read_text())["seeds"] == [0, 1, 2]
+    _, par = engine.run_paper("fake-paper", preset="smoke", out=tmp_path / "par", seeds=3, workers=2, threads=1)
+    assert [x.estimate for x in par.claims] == [x.estimate for x in res.claims]
+
+
+def test_threads_flag_wins_and_is_recorded(tmp_path, fake_paper, capsys):
+    assert cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path), "--threads", "1"]) == 0
+    env = json.loads(next(tmp_path.glob("fake-paper-smoke*/env.json")).read_text())
+    assert env["threads"] == 1
+    _one_line_error(capsys, ["run", "fake-paper", "--threads", "0"], "positive integer")
+    _one_line_error(capsys, ["run", "fake-paper", "--seeds", "x"], "positive integer")

@@ -117,11 +117,27 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
             ctx_main.write_json("env.json", env)
             t0 = time.perf_counter()
             c0 = time.process_time()
-            for s in seed_list:
-                ctx = ctx_main if n_seeds == 1 else RunContext(stage / "seeds" / str(s), dev, s, preset)
-                seed_everything(s)
-                results.append(module.run(cfg, ctx))
-                ctxs.append(ctx)
+            from iclr26.core.threads import active_plan
+
+            plan = active_plan()
+            if n_seeds > 1 and n_threads == 1 and plan is not None and plan.workers > 1:
+                # seeds in parallel where that pays: single-threaded runs, one worker process per seed (arms
+                # inside a seed then run serially in their worker; results are identical to the serial path)
+                from iclr26.core.parallel import parallel_map
+
+                home = str(Path(module.__file__).resolve().parent)
+                jobs = [((module.__name__, home), cfg, str(stage / "seeds" / str(s)), str(dev), s, preset)
+                        for s in seed_list]
+                for r, ctx in parallel_map(_seed_job, jobs, workers=min(plan.workers, n_seeds), threads=1,
+                                           desc="seeds"):
+                    results.append(r)
+                    ctxs.append(ctx)
+            else:
+                for s in seed_list:
+                    ctx = ctx_main if n_seeds == 1 else RunContext(stage / "seeds" / str(s), dev, s, preset)
+                    seed_everything(s)
+                    results.append(module.run(cfg, ctx))
+                    ctxs.append(ctx)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
         finally:
@@ -166,6 +182,23 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return run_dir, dataclasses.replace(results[0], metrics=metrics, claims=claims)
+
+
+def _seed_job(job: tuple) -> tuple[Result, RunContext]:
+    """One seed of a multi-seed run, in a worker process: the experiment's run at that seed."""
+    import importlib
+    import sys
+
+    (modname, home), cfg, folder, dev, s, preset = job
+    use_agg_backend()
+    try:
+        module = importlib.import_module(modname)
+    except ModuleNotFoundError:  # an experiment module outside the package (a user's own, a test's)
+        sys.path.insert(0, home)
+        module = importlib.import_module(modname)
+    ctx = RunContext(Path(folder), torch.device(dev), s, preset)
+    seed_everything(s)
+    return module.run(cfg, ctx), ctx
 
 
 def _check_headline(module: Any, claims: list) -> None:
