@@ -29,9 +29,14 @@ def test_smoke_wires_everything(smoke):
     by = {c.name: c for c in res.claims}
     gated = {"C1_reward_noninferior", "C1_tokens", "C2_switch_l4", "C2_cheap_easy", "C2_collapse", "C3_not_dominated"}
     assert gated <= set(by) and all(by[k].gated and by[k].kind == "paper" for k in gated)
-    assert {"ctrl_shuffled_tokens", "sanity_oracle", "sanity_learns", "sanity_gate_exercised"} <= set(by)
-    assert by["ctrl_shuffled_tokens"].kind == "control" and by["sanity_oracle"].kind == "sanity"
+    assert {"sanity_oracle", "sanity_learns", "sanity_gate_exercised"} <= set(by)
+    assert by["sanity_oracle"].kind == "sanity" and not by["sanity_oracle"].gated  # an identity, reported only
     assert not by["C1_reward_better"].gated and not by["C4_gate_closes"].gated
+    # every gated paper claim has a null arm and an interval over the training seeds
+    for k in gated:
+        assert by[k].null is not None and by[k].estimate.unit == "seed" and by[k].trained, k
+    # the shuffled-label control is now C1_tokens' null arm
+    assert by["C1_tokens"].null.value == pytest.approx(res.metrics["ampo_shuffled_think"] / res.metrics["grpo_think"])
     assert all(np.isfinite(v) for v in res.metrics.values())
     for arm in ("grpo", "ampo", "ampo_no_tiebreak", "ampo_relaxed_gate", "ampo_shuffled", "grpo_pen0.1"):
         assert f"{arm}_reward" in res.metrics and f"{arm}_think" in res.metrics
