@@ -222,11 +222,29 @@ def _combine_metrics(per_seed: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(np.mean([_to_float(m[k]) for m in per_seed])) for k in keys}
 
 
-def _lock_name() -> str | None:
-    """The constraints file the environment was installed from (``ICLR26_LOCK``, set by the Makefile)."""
+def _lock_name() -> dict[str, Any] | None:
+    """Which pinned environment this run is in: the constraints file (``ICLR26_LOCK`` from the Makefile, else
+    the repository's ``constraints.txt`` when iclr26 runs from a checkout) and how many of its pins the
+    installed packages match, with the first few that differ."""
+    import hashlib
+    import importlib.metadata as md
     import os
 
-    return os.environ.get("ICLR26_LOCK") or None
+    path = Path(__file__).resolve().parents[2] / "constraints.txt"
+    if not path.is_file():
+        return {"file": os.environ.get("ICLR26_LOCK") or None, "matches": None}
+    pins = [ln.split("==", 1) for ln in path.read_text().splitlines() if "==" in ln and not ln.startswith("#")]
+    differ = []
+    for name, want in pins:
+        try:
+            have = md.version(name)
+        except md.PackageNotFoundError:
+            have = None
+        if have != want.strip():
+            differ.append(f"{name} {have or 'missing'} (pinned {want.strip()})")
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return {"file": os.environ.get("ICLR26_LOCK") or f"constraints.txt@{sha}",
+            "matches": f"{len(pins) - len(differ)}/{len(pins)}", "differ": differ[:10]}
 
 
 def _to_float(v: Any) -> float:

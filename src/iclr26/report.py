@@ -128,6 +128,18 @@ def render_run_markdown(run_dir: str | Path) -> str:
 COUNTS_TEXT = "held / not held / inconclusive / no power"
 
 
+def _lock_text(env: dict) -> str:
+    lock = env.get("lock") or {}
+    if not isinstance(lock, dict) or not lock.get("file"):
+        return "Environment: not from a pinned install (verdicts were recorded with `constraints.txt`)."
+    text = f"Environment: `{lock['file']}`"
+    if lock.get("matches"):
+        text += f", {lock['matches']} pins match the installed packages"
+        if lock.get("differ"):
+            text += " (differ: " + ", ".join(lock["differ"]) + ")"
+    return text + "."
+
+
 def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
     cfg = data["config"]
     slug = cfg.get("slug", data["dir"].name)
@@ -149,6 +161,7 @@ def run_markdown(data: dict[str, Any], *, fig_prefix: str = "figures/") -> str:
              f"wall time {_fmt(data['metrics'].get('wall_time_s', float('nan')))} s. "
              f"Gated paper claims ({COUNTS_TEXT}): {n.paper_text()} ({n.paper_reported} more reported only); "
              f"controls and sanity checks held: {n.checks_text()}.", "",
+             _lock_text(data["env"]), "",
              "A verdict is *held* when the whole 95 % interval is on the passing side of the gate, *not held* when "
              "it is wholly on the failing side, *inconclusive* otherwise, and *no power* when the null arm passes "
              "the same gate.", "",
