@@ -70,12 +70,20 @@ def test_gates_fail_when_nufilt_adds_nothing(gain):
     for s, res in suites.items():
         metrics |= {f"s{s}_align_fc1": 0.9, f"s{s}_align_fc2": 0.5, f"s{s}_lower_acc": 60.0, f"s{s}_upper_acc": 95.0}
         metrics |= {f"s{s}_{m}_acc": 100 * float(np.mean(v["acc"])) for m, v in res["methods"].items()}
-    held = {c.name: c.holds for c in exp._claims(cfg, suites, fm, metrics, reps)}
+    claims = {c.name: c for c in exp._claims(cfg, suites, fm, metrics, reps)}
+    verdict = {n: c.verdict for n, c in claims.items()}
+    # decided over the three seeds at s = 4
     judged = ["C2_acc_vs_OPCM", "C2_acc_vs_WUDI", "C2_acc_vs_TA", "C2_gap_vs_OPCM_exceeds_std",
-              "C2_fmnist_acc_vs_OPCM", "C4a_adapter_plasticity", "C4b_projector_stability",
-              "C4b_projector_stability_s0", "C3_bwt_vs_OPCM", "C3_bwt_vs_TA"]
+              "C4a_adapter_plasticity", "C4b_projector_stability", "C3_bwt_vs_OPCM", "C3_bwt_vs_TA"]
+    # one training seed (Fashion-MNIST, s = 0): never decided, whatever the gap
+    one_seed = ["C2_fmnist_acc_vs_OPCM", "C4b_projector_stability_s0"]
     if gain == 0.0:
-        assert not any(held[n] for n in judged), held
+        assert all(verdict[n] == "not held" for n in judged), verdict
     else:
-        assert all(held[n] for n in judged), held
-    assert held["C1b_premise_fc2"] and held["C1a_premise_fc2_fmnist"]  # 0.5 / (12/128) = 5.3 >= 3
+        assert all(verdict[n] == "held" for n in judged), verdict
+    assert all(verdict[n] == "inconclusive" for n in one_seed), verdict
+    for c in claims.values():
+        if c.gated and c.kind == "paper":
+            assert c.null is not None and c.trained, c.name
+    assert claims["C2_acc_vs_OPCM"].estimate.unit == "seed" and claims["C2_acc_vs_OPCM"].estimate.n == 3
+    assert verdict["C1b_premise_fc2"] == "held"  # 0.5 / (12/128) = 5.3 >= 3 on all three seeds
