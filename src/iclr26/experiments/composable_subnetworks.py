@@ -22,6 +22,7 @@ from iclr26.core.seed import make_generator
 from iclr26.data import images
 from iclr26.runs import Result, RunContext, claim
 from iclr26.sparsity import subnetworks as sn
+from iclr26.stats import exact, t_interval
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,25 @@ def _entropy_outside(logits: torch.Tensor, y: torch.Tensor, classes: list[int], 
 # A 26k-parameter MLP gains nothing from intra-op threads; on a busy 2-core machine a second thread made
 # training ~20x slower in wall time. The engine applies one thread (iclr26.core.threads; `threads` overrides).
 WORKLOAD = "small"
+HEADLINE = "C3a"
+# the run trains `n_seeds` (3) seeds itself; the engine runs one ctx.seed per preset
+SEEDS = {"smoke": 1, "default": 1, "paper": 1}
+# PREDICTED from the issue-8 default-run numbers in docs; the default run under this API had not finished when
+# this was committed (shared machine at load ~30): check with tests/test_common.py::test_default_preset_verdicts_match_expected
+EXPECTED = {
+    "C1a": "held",
+    "C1b": ("not held", "module F1 0.36 vs generalist 0.83: gap 0.47 on every seed against a 0.10 bar"),
+    "C1c": "held",
+    "C1e": ("no power", "the dense generalist's leakage (~0.02) passes the same <= 0.05 gate"),
+    "C1f": ("not held", "modules pick their own class on 40 % of off-class samples (generalist 1.8 %): 0.38 vs 0.05"),
+    "C2": ("no power", "the untrained rewinding point alone reaches ~0.93 of the generalist (bar 0.9)"),
+    "C3a": ("no power", "the same masks summed on the untrained rewinding point reach ~0.91 of the generalist "
+                        "(bar 0.9): the composite inherits theta_w's accuracy"),
+    "C3b": "held",
+    "C4a": ("inconclusive", "barrier gap -0.001 +- 0.002 over 3 seeds: the interval straddles 0"),
+    "C4b": ("no power", "modules from a different theta0 also have a small barrier (~0.035 <= 0.1)"),
+    "S0": "held",
+}
 
 
 def run(cfg: Config, ctx: RunContext) -> Result:
@@ -305,6 +325,16 @@ def _gated_quantities(
         r.load_state_dict(e.theta0_)
         rewound.append(r)
     rewound_sum = acc(sn.weight_sum(rewound, [e.masks_ for e in singles]))
+    rp_logits = sn.predict_logits(rewound[0], Xte)  # every module rewinds to the same point
+    rp = [sn.subnetwork_metrics(rp_logits, yte, [c], temperature=t) for c in range(NUM_CLASSES)]
+
+    def constant(c: int) -> torch.Tensor:  # a module that answers c on every input
+        z = torch.zeros(len(yte), NUM_CLASSES)
+        z[:, c] = 1.0
+        return z
+
+    const = [sn.subnetwork_metrics(constant(c), yte, [c], temperature=t) for c in range(NUM_CLASSES)]
+    const_f1 = [sn.one_vs_rest_f1(constant(c), yte, c) for c in range(NUM_CLASSES)]
     S_AB = list(range(NUM_CLASSES))
     bar = {
         key: sn.loss_barrier(
@@ -312,6 +342,10 @@ def _gated_quantities(
         ).barrier
         for key, other in (("same", "S_B"), ("different", "S_B_other"))
     }
+    # S_B with its hidden units permuted: the shared theta0's alignment destroyed, nothing retrained
+    perm_B = sn.permute_hidden_units(fitted["S_B"].module_, fitted["S_B"].masks_, generator=g)[0]
+    bar["permuted"] = sn.loss_barrier(fitted["S_A"].module_, perm_B, Xte, yte, S_AB, temperature=t,
+                                      n_alphas=cfg.n_alphas).barrier
     return {
         "generalist_acc": gen_acc,
         "rewarded_acc": mean([m["rewarded_accuracy"] for m in mods]),
@@ -336,14 +370,18 @@ def _gated_quantities(
         "barrier_same": bar["same"],
         "barrier_different": bar["different"],
         "barrier_gap": bar["different"] - bar["same"],
+        # null arms (the same metric when the method does nothing new)
+        "rewinding_point_rewarded_acc": mean([m["rewarded_accuracy"] for m in rp]),
+        "constant_f1_gap": mean([gf - cf for gf, cf in zip(gen_f1, const_f1, strict=True)]),
+        "generalist_leakage": mean([m["leakage"] for m in gen]),
+        "constant_off_argmax_excess": mean([m["off_argmax_share"] - q["off_argmax_share"]
+                                            for m, q in zip(const, gen, strict=True)]),
+        "rewinding_point_ratio": acc(rewound[0]) / gen_acc,
+        "rewound_sum_ratio": rewound_sum / gen_acc,
+        "permuted_minus_permuted": perm_accs[0] - mean(perm_accs[1:]) if len(perm_accs) > 1 else math.nan,
+        "barrier_permuted": bar["permuted"],
+        "barrier_gap_permuted": bar["different"] - bar["permuted"],
     }
-
-
-def _mean_sd(xs: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
-    return m, sd
 
 
 def _run(cfg: Config, ctx: RunContext) -> Result:
@@ -380,11 +418,10 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
         per_seed.append(_gated_quantities(cfg, f_s, d_s["test"][0], d_s["test"][1], s))
         dev, tdev = _sparsity_deviation(cfg, f_s)
         worst_dev, worst_tensor_dev = max(worst_dev, dev), max(worst_tensor_dev, tdev)
-    stats: dict[str, tuple[float, float]] = {}
     for key in per_seed[0]:
         vals = [q[key] for q in per_seed]
-        stats[key] = _mean_sd(vals)
-        metrics[f"{key}_seedmean"], metrics[f"{key}_seedsd"] = stats[key]
+        metrics[f"{key}_seedmean"] = float(sum(vals) / len(vals))
+        metrics[f"{key}_seedsd"] = float(torch.tensor(vals, dtype=torch.float64).std()) if len(vals) > 1 else 0.0
         for i, v in enumerate(vals):
             metrics[f"seed{i}_{key}"] = v
 
@@ -502,100 +539,62 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
     )
 
     _figures(ctx, rew, ent, leak, gen_recall, curves, gen_acc, gen_imp_acc, bar_same, bar_diff, jac, dataset)
-    claims = _claims(cfg, stats, per_seed, worst_dev)
+    claims = _claims(cfg, per_seed, worst_dev)
     note += (
         f"Dataset: {dataset} ({len(ytr)} train / {len(yva)} val / {len(yte)} test, {hw[0]}x{hw[1]} inputs), "
         f"model {cfg.model}, {epochs} epochs, {cfg.n_seeds} seed(s) {seeds}. Main seed: dense generalist "
         f"accuracy {gen_acc:.3f}; weight sum {metrics['weight_sum_acc_all10']:.3f}, "
         f"logit average {metrics['logit_avg_acc_all10']:.3f}, permuted sum {metrics['permuted_sum_acc_all10']:.3f}, "
         f"dense sum {metrics['dense_sum_acc_all10']:.3f} (dense sum is a control with no expected direction). "
-        "Gated claims read the seed mean minus (or plus) one between-seed standard deviation."
+        "Gated claims are decided on the seed mean with a t-interval over the training seeds."
     )
     return Result(metrics=metrics, claims=claims, notes=note)
 
 
-def _claims(
-    cfg: Config, stats: dict[str, tuple[float, float]], per_seed: list[dict[str, float]], worst_dev: float
-) -> list:
-    """The claims. Each gated value is spread-aware: seed mean - sd for a ``>=``/``>`` bar, mean + sd for ``<=``.
+def _claims(cfg: Config, per_seed: list[dict[str, float]], worst_dev: float) -> list:
+    """The claims, each decided on the mean over the training seeds with a t-interval (``unit="seed"``).
 
-    Names: C* test the paper's statements; ``ctrl_*`` are controls that show a measurement can
-    discriminate (they say nothing about the method); S0 is a sanity gate.
+    Names: C* test the paper's statements, each with a null arm (the same metric when the method does
+    nothing new); S0 is a sanity gate. For claims defined relative to the dense generalist (C1b, C1f) the
+    generalist itself would score 0 by construction, so their null arm is a constant module instead.
     """
 
-    def spread(key: str, op: str, stmt: str, name: str, thr: float, *, gated: bool = True) -> object:
-        m, sd = stats[key]
-        value = m - sd if op in (">=", ">") else m + sd
+    def est(key: str):
+        return t_interval([q[key] for q in per_seed], unit="seed")
+
+    def c(name: str, stmt: str, key: str, op: str, thr: float, null_key: str, null_what: str):
         vals = ", ".join(f"{q[key]:.4g}" for q in per_seed)
-        side = "-" if op in (">=", ">") else "+"
-        detail = f"mean {m:.4g} {side} sd {sd:.3g} over {len(per_seed)} seed(s) [{vals}]"
-        return claim(name, stmt, value, op, thr, gated=gated, detail=detail)
+        return claim(name, stmt, est(key), op, thr, null=est(null_key), null_what=null_what, trained=True,
+                     detail=f"per seed [{vals}]")
 
     return [
-        spread("rewarded_acc", ">=", "single-class modules: mean rewarded accuracy (recall, argmax) >= 0.85", "C1a", 0.85),
-        spread(
-            "f1_gap",
-            "<=",
-            "single-class modules: one-vs-rest F1 of 'argmax = c' within 0.10 of the dense generalist's "
-            "(mean gap generalist - module; over-prediction lowers it)",
-            "C1b",
-            0.10,
-        ),
-        spread("entropy_outside", ">=", "mean entropy outside S >= 0.8 ln 10 (near-maximal)", "C1c", 0.8 * LN10),
-        spread(
-            "leakage", "<=", "mean leakage (off-S samples predicted in S with p > 0.5) <= 0.05", "C1e", 0.05
-        ),
-        spread(
-            "off_argmax_excess",
-            "<=",
-            "precision side: share of off-class samples on which module c's argmax is c, at most 0.05 above "
-            "the dense generalist's share predicted c",
-            "C1f",
-            0.05,
-        ),
-        spread(
-            "logit_avg_ratio",
-            ">=",
-            "logit averaging of the 10 modules reaches >= 0.9x the dense generalist's accuracy",
-            "C2",
-            0.9,
-        ),
-        spread(
-            "weight_sum_ratio",
-            ">=",
-            "headline: the masked weight sum of the 10 modules recovers the dense generalist (accuracy ratio >= 0.9)",
-            "C3a",
-            0.9,
-        ),
-        spread(
-            "weight_sum_minus_permuted",
-            ">=",
-            f"weight sum beats the hidden-unit-permuted sum (mean of {cfg.n_permutations} permutations) by "
-            ">= 0.20 accuracy (shared theta0 matters)",
-            "C3b",
-            0.20,
-        ),
-        spread(
-            "weight_sum_minus_rewound",
-            ">=",
-            "the training matters: weight sum beats the sum of the same masks applied to the untrained "
-            "rewinding point by >= 0.10 accuracy",
-            "C3c",
-            0.10,
-        ),
-        spread("barrier_gap", ">", "barrier(different theta0) - barrier(shared theta0) > 0", "C4a", 0.0),
-        spread(
-            "barrier_same", "<=", "barrier between S_A and S_B modules with a shared theta0 <= 0.1 nats/sample", "C4b", 0.1
-        ),
-        spread(
-            "generalist_entropy_outside",
-            "<=",
-            "control: the dense generalist's entropy on the same off-class samples <= 0.6 (the entropy measure "
-            "can tell a confident model from a max-entropy one)",
-            "ctrl_C1d",
-            0.6,
-        ),
-        claim("S0", "sanity: every module's overall sparsity within 0.01 of its target", worst_dev, "<=", 0.01),
+        c("C1a", "single-class modules: mean rewarded accuracy (recall, argmax) >= 0.85", "rewarded_acc", ">=", 0.85,
+          "rewinding_point_rewarded_acc", "the untrained rewinding point every module starts from"),
+        c("C1b", "single-class modules: one-vs-rest F1 of 'argmax = c' within 0.10 of the dense generalist's "
+          "(mean gap generalist - module; over-prediction lowers it)", "f1_gap", "<=", 0.10,
+          "constant_f1_gap", "a constant module answering c on every input"),
+        c("C1c", "mean entropy outside S >= 0.8 ln 10 (near-maximal)", "entropy_outside", ">=", 0.8 * LN10,
+          "generalist_entropy_outside", "the dense generalist on the same off-class samples"),
+        c("C1e", "mean leakage (off-S samples predicted in S with p > 0.5) <= 0.05", "leakage", "<=", 0.05,
+          "generalist_leakage", "the dense generalist"),
+        c("C1f", "precision side: share of off-class samples on which module c's argmax is c, at most 0.05 above "
+          "the dense generalist's share predicted c", "off_argmax_excess", "<=", 0.05,
+          "constant_off_argmax_excess", "a constant module answering c on every input"),
+        c("C2", "logit averaging of the 10 modules reaches >= 0.9x the dense generalist's accuracy",
+          "logit_avg_ratio", ">=", 0.9, "rewinding_point_ratio",
+          "the untrained rewinding point (the logit average of untrained modules)"),
+        c("C3a", "headline: the masked weight sum of the 10 modules recovers the dense generalist (accuracy "
+          "ratio >= 0.9)", "weight_sum_ratio", ">=", 0.9, "rewound_sum_ratio",
+          "the same masks summed on the untrained rewinding point"),
+        c("C3b", f"weight sum beats the hidden-unit-permuted sum (mean of {cfg.n_permutations} permutations) by "
+          ">= 0.20 accuracy (shared theta0 matters)", "weight_sum_minus_permuted", ">=", 0.20,
+          "permuted_minus_permuted", "one permuted sum against the other permutations' mean"),
+        c("C4a", "barrier(different theta0) - barrier(shared theta0) > 0", "barrier_gap", ">", 0.0,
+          "barrier_gap_permuted", "shared theta0 with S_B's hidden units permuted in place of the shared one"),
+        c("C4b", "barrier between S_A and S_B modules with a shared theta0 <= 0.1 nats/sample", "barrier_same",
+          "<=", 0.1, "barrier_different", "S_B trained from a different theta0"),
+        claim("S0", "sanity: every module's overall sparsity within 0.01 of its target", exact(worst_dev), "<=", 0.01,
+              why="a precondition (IMP reached its target sparsity), not a finding"),
     ]
 
 
