@@ -22,9 +22,10 @@ def test_smoke_wires_everything_and_is_deterministic_through_the_cache(tmp_path,
     res = _run(tmp_path / "a", "smoke", use_cache=True)
     names = {c.name: c for c in res.claims}
     paper = {"C1_combination", "C1b_S_beats_N", "C1c_low_dup", "C2a_alignment_low_noise", "C2b_norm_high_noise",
-             "C3a_speed_calls", "C3b_speed_time"}  # fmt: skip
-    assert paper <= set(names)
-    assert all(names[n].gated and names[n].kind == "paper" for n in paper)
+             "C3a_speed_calls"}  # fmt: skip
+    assert paper <= set(names) and exp.HEADLINE in paper
+    assert all(names[n].gated and names[n].kind == "paper" and names[n].null is not None for n in paper)
+    assert all(names[n].trained for n in paper)
     assert not names["C4_narrow"].gated
     assert {"ctrl_untrained", "ctrl_permutation", "sanity_planted_memorized", "sanity_normal_not_memorized"} <= set(names)
     m = res.metrics
@@ -32,7 +33,7 @@ def test_smoke_wires_everything_and_is_deterministic_through_the_cache(tmp_path,
     # the grid of a 10-step leading DDIM with offset 1, and the costs: S = 2 calls, Wen-k = k calls per prompt
     assert (m["t_hi"], m["t_lo"]) == (901, 201)
     assert m["calls_S"] == 2 and m["calls_wen"] == m["wen_k_star"]
-    assert m["speedup_calls"] == pytest.approx(m["wen_k_star"] / 2)
+    assert m["calls_ratio_at_k_star"] == pytest.approx(m["wen_k_star"] / 2)
     assert m["model_cached"] == 0
     for fig in ("score_vs_duplication", "auroc_vs_t", "n_vs_c", "timing"):
         assert (tmp_path / "a" / "figures" / f"{fig}.png").exists(), fig
@@ -57,6 +58,13 @@ def test_memorized_prompts_replicate_and_mitigation_runs(tmp_path):
     assert m["mit_random_delta_norm"] == pytest.approx(m["mit_score_delta_norm"], rel=1e-4)
     assert m["mit_before_delta_norm"] == 0 and m["mit_score_delta_norm"] > 0
     assert (tmp_path / "figures" / "mitigation_grid.png").exists()
+    c = {c.name: c for c in res.claims}
+    # the mitigation claims are decided over the mitigated prompts against the random perturbation of equal norm
+    for n in ("C5a_mitigation_score", "C5b_mitigation_replication", "C5c_mitigation_nn", "C5d_class_consistency"):
+        assert c[n].estimate.unit == "prompt" and c[n].null is not None, n
+    assert c["C5c_mitigation_nn"].null.value == pytest.approx(m["mit_random_nn_dist"] - m["mit_before_nn_dist"])
+    # one training seed: a decided verdict is reported as inconclusive
+    assert all(c[n].verdict in ("inconclusive", "no power") for n in c if c[n].trained)
 
 
 def test_config_rules():

@@ -21,6 +21,7 @@ diffusion papers: P6 memorization detection, P18 post-training quantization).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -457,6 +458,23 @@ def ddpm_key(name: str, cfg: DDPMConfig, x0: Tensor, cond_ids: Tensor | None, tr
     return f"{name}-{h.hexdigest()[:16]}"
 
 
+@contextlib.contextmanager
+def seeded_init(seed: int):
+    """Within the block, torch's CPU generator starts from ``seed`` (module initialisers draw from it); the
+    global random state is restored on exit, so nothing outside sees the seed. The weights equal those made
+    after ``torch.manual_seed(seed)``."""
+    state = make_generator(int(seed)).get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.random.set_rng_state(state)
+        yield
+
+
+def seeded_ddpm(cfg: DDPMConfig, seed: int) -> DDPM:
+    """A freshly initialised :class:`DDPM` whose weights are fixed by ``seed`` (global random state untouched)."""
+    with seeded_init(seed):
+        return DDPM(cfg)
+
+
 def cached_ddpm(
     name: str,
     cfg: DDPMConfig,
@@ -469,7 +487,7 @@ def cached_ddpm(
     """Load the DDPM trained on ``(x0, cond_ids)`` with ``cfg`` and ``train_kwargs`` (see :func:`train_ddpm`), or
     train and store it; returns ``(model, info)`` with ``info = {"path", "cached", "train_seconds"}``.
 
-    The model is initialised with ``torch.manual_seed(train_kwargs.get("seed", 0))``, so the key determines the
+    The model is initialised by :func:`seeded_ddpm` with ``train_kwargs.get("seed", 0)``, so the key determines the
     weights. ``use_cache=False`` always trains and never writes. A read-only cache only logs a warning.
     """
     from iclr26.core.io import atomic_dir, atomic_write_json
@@ -480,8 +498,7 @@ def cached_ddpm(
         meta = json.loads((folder / "train.json").read_text())
         return DDPM.from_pretrained(folder), {"path": str(folder), "cached": True,
                                               "train_seconds": meta.get("seconds", math.nan)}  # fmt: skip
-    torch.manual_seed(int(train_kwargs.get("seed", 0)))
-    model = DDPM(cfg)
+    model = seeded_ddpm(cfg, int(train_kwargs.get("seed", 0)))
     hist = train_ddpm(model, x0, cond_ids, **train_kwargs)
     info: dict[str, Any] = {"path": "", "cached": False, "train_seconds": hist["seconds"],
                             "final_loss": sum(hist["losses"][-50:]) / len(hist["losses"][-50:])}  # fmt: skip
@@ -518,17 +535,17 @@ def tiny_sd_pipeline(seed: int = 0, sample_size: int = 8, cross_attention_dim: i
     (folder / "vocab.json").write_text(json.dumps(vocab))
     (folder / "merges.txt").write_text("#version: 0.2\n")
     tok = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=16)
-    torch.manual_seed(seed)
-    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(vocab), hidden_size=cross_attention_dim, intermediate_size=37,
-                                        num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16,
-                                        bos_token_id=0, eos_token_id=1, pad_token_id=1)).eval()  # fmt: skip
-    unet = UNet2DConditionModel(sample_size=sample_size, in_channels=4, out_channels=4, layers_per_block=1,
-                                block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-                                cross_attention_dim=cross_attention_dim, norm_num_groups=32).eval()  # fmt: skip
-    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64),
-                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
-                        norm_num_groups=32).eval()  # fmt: skip
+    with seeded_init(seed):  # the random weights, from seed only
+        text = CLIPTextModel(CLIPTextConfig(vocab_size=len(vocab), hidden_size=cross_attention_dim, intermediate_size=37,
+                                            num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16,
+                                            bos_token_id=0, eos_token_id=1, pad_token_id=1)).eval()  # fmt: skip
+        unet = UNet2DConditionModel(sample_size=sample_size, in_channels=4, out_channels=4, layers_per_block=1,
+                                    block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+                                    cross_attention_dim=cross_attention_dim, norm_num_groups=32).eval()  # fmt: skip
+        vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64),
+                            down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                            norm_num_groups=32).eval()  # fmt: skip
     sched = DDIMScheduler(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
                           clip_sample=False, set_alpha_to_one=False, steps_offset=1, timestep_spacing="leading")  # fmt: skip
     return StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet, scheduler=sched,
