@@ -13,8 +13,6 @@ solution grids): Hyper-SET against an unshared Transformer and the looped one (C
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +35,7 @@ from iclr26.architectures.vit import (
 from iclr26.core import param
 from iclr26.core.errors import MissingAssetError, UserError
 from iclr26.core.parallel import parallel_map
-from iclr26.core.seed import make_generator
+from iclr26.core.seed import seeded_torch
 from iclr26.data import images
 from iclr26.data.sudoku import split_grids, sudoku_puzzles
 from iclr26.runs import Result, RunContext, claim
@@ -193,15 +191,6 @@ def _correct(model, X, y, **kw) -> np.ndarray:
     return (predict(model, X, **kw) == y).numpy().astype(np.float64)
 
 
-@contextmanager
-def _torch_rng(seed: int) -> Iterator[None]:
-    """Module init draws from torch's default generator: run a job from a generator seeded with ``seed``
-    (derived from ``ctx.seed``) and give the caller its own state back afterwards."""
-    with torch.random.fork_rng(devices=[]):
-        torch.set_rng_state(make_generator(seed).get_state())
-        yield
-
-
 @torch.no_grad()
 def _dynamics(model: HyperSETForImageClassification, X: torch.Tensor, T: int, step_scale: float = 1.0) -> dict:
     """Per-sample energies (update's norms and the parameter-free ones), effective rank and head-space angle
@@ -229,7 +218,7 @@ def _dynamics(model: HyperSETForImageClassification, X: torch.Tensor, T: int, st
 def _image_job(arm: str, common) -> dict:
     """Train one image model; score it (and, for Hyper-SET, measure its dynamics)."""
     cfg, Xtr, ytr, Xte, yte, side, patch, seed = common
-    with _torch_rng(seed):
+    with seeded_torch(seed):
         return _image_job_seeded(arm, cfg, Xtr, ytr, Xte, yte, side, patch, seed)
 
 
@@ -268,7 +257,7 @@ def _image_job_seeded(arm: str, cfg: Config, Xtr, ytr, Xte, yte, side: int, patc
 
 def _sudoku_job(arm: str, common) -> dict:
     cfg, P, Y, Pt, Yt, seed = common
-    with _torch_rng(seed + 11):
+    with seeded_torch(seed + 11):
         return _sudoku_job_seeded(arm, cfg, P, Y, Pt, Yt, seed)
 
 

@@ -14,8 +14,7 @@ Claims named ``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +31,7 @@ from iclr26.architectures.rangeformer import (
 from iclr26.core import param
 from iclr26.core.errors import UserError
 from iclr26.core.parallel import parallel_map
-from iclr26.core.seed import make_generator
+from iclr26.core.seed import seeded_torch
 from iclr26.data import spd_matrices as spd
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, bootstrap, cluster_bootstrap, paired_bootstrap, spearman
@@ -196,17 +195,8 @@ def _predict(model: torch.nn.Module, mats: list[np.ndarray], cfg: Config, seed: 
     return out
 
 
-@contextmanager
-def _torch_rng(seed: int) -> Iterator[None]:
-    """Module init draws from torch's default generator: run a job from a generator seeded with ``seed``
-    (derived from ``ctx.seed``) and give the caller its own state back afterwards."""
-    with torch.random.fork_rng(devices=[]):
-        torch.set_rng_state(make_generator(seed).get_state())
-        yield
-
-
 def _run_job(job: str, common: dict) -> dict:
-    with _torch_rng(common["seed"] + 7):  # the same initial weights for every run of this arm
+    with seeded_torch(common["seed"] + 7):  # the same initial weights for every run of this arm
         return _run_job_seeded(job, common["cfg"], common["sets"], common["seed"])
 
 
