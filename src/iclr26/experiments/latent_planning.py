@@ -11,7 +11,6 @@ project's 120 a/an items and transcoders trained here on a few layers.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +34,7 @@ from iclr26.interp.planning import (
 from iclr26.lm import WordTokenizer, tiny_lm
 from iclr26.lm.train import cached_organism, train_lm
 from iclr26.runs import Result, RunContext, claim
+from iclr26.stats import Est, bootstrap, cluster_bootstrap, exact, paired_bootstrap, random_baseline
 
 DESCRIPTION = (
     "Tiny Llama organisms of three widths learn a definition -> noun -> a/an grammar; transcoder latents at the "
@@ -42,6 +42,28 @@ DESCRIPTION = (
     "(all-effects and direct modes); growth with width and held-out composition are tested."
 )
 WORKLOAD = "small"
+HEADLINE = "C3_effect_grows"
+SEEDS = {"smoke": 1, "default": 1, "paper": 3}
+EXPECTED = {
+    "C1_zero_drop": ("inconclusive", "one training seed per width: 0.029 [0.003, 0.073] over 48 nouns, below the "
+                     "0.10 gate (would be not held)"),
+    "C1_beats_random": ("inconclusive", "drop minus the 95th pct of 100 random sets (0.025): +0.005 [-0.028, 0.050] "
+                        "straddles 0"),
+    "C1_x5_not_lower": ("inconclusive", "one training seed: x5 lowers P(correct) by 0.208 [0.111, 0.306] (would be "
+                        "not held); random sets x5: -0.084"),
+    "C2_swap": ("inconclusive", "one training seed: -0.165 [-0.229, -0.104] against the 0.10 gate (would be not "
+                "held): random latents of the partner item move the article more"),
+    "C3_coverage_grows": ("inconclusive", "coverage is 1.0 at every width (saturated: a random other noun's latents "
+                          "cover 0.97-1.0 of items too), change 0 [0, 0] would be held, but on one training seed"),
+    "C3_effect_grows": ("inconclusive", "one training seed: -0.023 [-0.102, -0.001] (would be not held: the drop "
+                        "falls 0.072 -> 0.048 -> 0.029 from d = 32 to 128)"),
+    "C4_heldout_above_chance": ("inconclusive", "0.31 [0.12, 0.56] over 16 held-out nouns straddles 0.5 (chance; "
+                                "the spec's pilot expects chance at this scale)"),
+    "C4_heldout_rises": ("inconclusive", "-0.125 [-0.44, 0.19] over 16 held-out nouns straddles 0"),
+    "sanity_trained_acc": "held",
+    "sanity_identity_exact": "held",
+    "sanity_transcoder_fvu": "held",
+}
 
 
 @dataclass
@@ -62,8 +84,8 @@ class Config:
     lens_top: int = param(10, "a latent plans noun N if N is among its top-k promoted nouns (logit lens)",
                           low=1, high=64)
     scale: float = param(5.0, "amplification factor of the x5 edit and of the swap", low=0.0, high=100.0)
-    n_random: int = param(20, "random equal-count latent sets per item", low=2, high=1000)
-    n_boot: int = param(1000, "bootstrap resamples for the growth-with-width check", low=10, high=100_000)
+    n_random: int = param(100, "random equal-count latent sets per item (>= 100: their 95th percentile is a claim's "
+                          "gate)", low=2, high=1000)
     model: str = param("organism", "organism: the trained tiny Llamas (the reproduction); gemma-3-270m: the a/an "
                        "items on the offline Gemma 3 270M (real-model path)", choices=["organism", "gemma-3-270m"])
     real_layers: list[int] = param([9, 12, 15], "real-model path: layers that get a transcoder",
@@ -97,10 +119,10 @@ class Config:
 
 PRESETS = {
     "smoke": {"widths": [16, 32], "steps": 120, "n_nouns": 16, "n_heldout": 4, "n_defs": 8, "items_per_noun": 1,
-              "tc_expansion": 4, "tc_k": 4, "tc_steps": 30, "tc_sentences": 200, "n_random": 4, "n_boot": 50,
+              "tc_expansion": 4, "tc_k": 4, "tc_steps": 30, "tc_sentences": 200, "n_random": 100,
               "real_items": 8, "real_tc_steps": 20, "real_tokens": 512, "real_latents": 256, "real_layers": [9]},
     "default": {},
-    "paper": {"widths": [32, 64, 128, 256], "layers": 3, "steps": 4000, "n_random": 50, "tc_steps": 2000,
+    "paper": {"widths": [32, 64, 128, 256], "layers": 3, "steps": 4000, "n_random": 200, "tc_steps": 2000,
               "tc_sentences": 20_000},
 }
 
@@ -132,7 +154,6 @@ def _grammar(cfg: Config, seed: int) -> PlanningGrammar:
 def _width_arm(d: int, common: tuple) -> dict:
     """Everything measured on the organism of width ``d`` (runs in a worker; returns numbers only)."""
     cfg, seed = common
-    t0 = time.perf_counter()
     g = _grammar(cfg, seed)
     model, tok, info = _organism(cfg, g, d, seed)
     conv = tok.convert_tokens_to_ids
@@ -164,6 +185,7 @@ def _width_arm(d: int, common: tuple) -> dict:
 
     cls = torch.tensor(g.article_class)
     res: dict = {"d": d, "cached": info["cached"], "build_seconds": info["build_seconds"],
+                 "noun": np.array([n for _, n, _ in tr_items]), "ho_cls": np.array([int(cls[n]) for _, n, _ in ho_items]),
                  "tc_fvu": [tc_stats[i]["fvu"] for i in layers], "tc_l0": [tc_stats[i]["l0"] for i in layers]}
     with torch.no_grad():
         for name, items in (("trained", tr_items), ("heldout", ho_items)):
@@ -195,7 +217,12 @@ def _width_arm(d: int, common: tuple) -> dict:
     n_plan = sum(m.sum(1) for m in chosen.values())
     n_active = sum((f > 0).sum(1) for f in lat.values())
     rnd = random_latents(lat, chosen, n_draws=cfg.n_random, seed=seed + 300)
-    res.update(n_plan=n_plan.numpy(), n_active=n_active.numpy())
+    # null arm of the coverage claim: the same selection for a random other trained noun than the planned one
+    srng = np.random.default_rng(seed + 600)
+    q_np = q.numpy()
+    shuf = torch.tensor([int(srng.choice(g.trained[g.trained != n])) for n in q_np])
+    n_plan_shuf = sum(mk.sum(1) for mk in select_planning_latents(lat, tops, noun_ids[shuf]).values())
+    res.update(n_plan=n_plan.numpy(), n_active=n_active.numpy(), n_plan_shuf=n_plan_shuf.numpy())
 
     # identity check: multipliers of 1 give the clean logits exactly
     clean = edited_logits(model, tcs, x, mult={i: torch.ones(B, tcs[i].n_latents) for i in layers}, mode="all")
@@ -213,6 +240,10 @@ def _width_arm(d: int, common: tuple) -> dict:
         mult_r = {i: torch.cat([masks_to_mult({i: r[i]}, 0.0)[i] for r in rnd]) for i in layers}
         pr = article_prob(edited_logits(model, tcs, xr, mult=mult_r, mode=mode), gold.repeat(cfg.n_random))
         res[f"p_zero_rand_{mode}"] = pr.reshape(cfg.n_random, B).numpy()
+    # null arm of the x5 claim: the random equal-count sets scaled x5 (all effects)
+    mult_r = {i: torch.cat([masks_to_mult({i: r[i]}, cfg.scale)[i] for r in rnd]) for i in layers}
+    pr = article_prob(edited_logits(model, tcs, xr, mult=mult_r, mode="all"), gold.repeat(cfg.n_random))
+    res["p_x5_rand_all"] = pr.reshape(cfg.n_random, B).numpy()
 
     # swap steering: add the partner's planning latents (scale x their activation on the partner's own item)
     prng = np.random.default_rng(seed + 400)
@@ -232,7 +263,6 @@ def _width_arm(d: int, common: tuple) -> dict:
     add_r = {i: torch.cat([cfg.scale * lat[i][pt] * r[i] for r in rnd_p]) for i in layers}
     pr = article_prob(edited_logits(model, tcs, xr, add=add_r, mode="all"), other.repeat(cfg.n_random))
     res["p_other_swap_rand"] = pr.reshape(cfg.n_random, B).numpy()
-    res["seconds"] = time.perf_counter() - t0
     return res
 
 
@@ -245,18 +275,42 @@ def _drops(r: dict, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
             pc[None] - r[f"p_zero_rand_{mode}"][:, keep])
 
 
-def _boot_mean(x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    if x.size == 0:
-        return np.zeros(n)
-    return x[rng.integers(0, x.size, (n, x.size))].mean(1)
+def _per_item(r: dict) -> dict[str, np.ndarray]:
+    """Per trained-noun item (the same items at every width), NaN where an item does not enter the statistic:
+    zero drop, x5 change and their random-set means, coverage (planned / random other noun), swap rises."""
+    keep = (r["acc_trained"] > 0) & (r["n_plan"] > 0)
+    correct = r["acc_trained"] > 0
+    pc = r["p_clean"]
+
+    def masked(x, mask):
+        return np.where(mask, x, np.nan)
+
+    sw = r["swap_has"] & correct
+    rise_rand = r["p_other_swap_rand"] - r["p_other_clean"][None]  # [draws, items]
+    return {
+        "drop": masked(pc - r["p_zero_all"], keep),
+        "drop_rand": masked((pc[None] - r["p_zero_rand_all"]).mean(0), keep),
+        "x5": masked(r["p_x5_all"] - pc, keep),
+        "x5_rand": masked((r["p_x5_rand_all"] - pc[None]).mean(0), keep),
+        "cov": masked((r["n_plan"] > 0).astype(float), correct),
+        "cov_shuf": masked((r["n_plan_shuf"] > 0).astype(float), correct),
+        "swap": masked(r["p_other_swap"] - r["p_other_clean"] - rise_rand.mean(0), sw),
+        # one random set against the mean of the others: what the swap statistic gives when nothing is planned
+        "swap_null": masked(rise_rand[0] - rise_rand[1:].mean(0), sw),
+        "acc": r["acc_trained"].astype(float),
+    }
 
 
-def _growth_upper(per_width: list[np.ndarray], n: int, seed: int) -> float:
-    """min over adjacent widths of the 97.5th percentile of the bootstrap (next - previous) difference of means:
-    negative means a decrease beyond the 95% interval."""
-    rng = np.random.default_rng(seed)
-    boots = [_boot_mean(x, n, rng) for x in per_width]
-    return float(min(np.percentile(b - a, 97.5) for a, b in zip(boots, boots[1:], strict=False)))
+def _nanmean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
+def _growth(per_width: list[np.ndarray]):
+    """Statistic over item indices: the smallest change of the mean between adjacent widths (next - previous)."""
+    return lambda ix: float(min(_nanmean(b[ix]) - _nanmean(a[ix]) for a, b in zip(per_width, per_width[1:],
+                                                                                    strict=False)))
 
 
 def _mean(x) -> float:
@@ -272,20 +326,15 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         return _run_real(cfg, ctx)
     import matplotlib.pyplot as plt
 
-    t0 = time.perf_counter()
     seed = ctx.seed
     arms = parallel_map(_width_arm, list(cfg.widths), common=(cfg, seed), desc="widths")
     W = list(cfg.widths)
     m: dict[str, float] = {}
-    per_drop, per_cov, per_rand_drop = [], [], []
     for r in arms:
         d = r["d"]
         keep, drop, x5, rdrop = _drops(r, "all")
         _, drop_dir, x5_dir, rdrop_dir = _drops(r, "direct")
         correct = r["acc_trained"] > 0
-        per_drop.append(drop)
-        per_rand_drop.append(rdrop.mean(0) if rdrop.size else np.zeros(0))
-        per_cov.append((r["n_plan"][correct] > 0).astype(float))
         rmeans = rdrop.mean(1) if rdrop.size else np.zeros(cfg.n_random)
         sw = r["swap_has"] & correct
         d_plan = r["p_other_swap"][sw] - r["p_other_clean"][sw]
@@ -293,13 +342,13 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         ho = r["acc_heldout"]
         m.update({
             f"d{d}_acc_trained": _mean(r["acc_trained"]), f"d{d}_acc_heldout": _mean(ho),
-            f"d{d}_acc_heldout_se": float(np.sqrt(0.25 / max(1, ho.size))),
             f"d{d}_pnoun_gold_trained": _mean(r["pnoun_gold_trained"]),
             f"d{d}_pnoun_wrong_trained": _mean(r["pnoun_wrong_trained"]),
             f"d{d}_pnoun_gold_heldout": _mean(r["pnoun_gold_heldout"]),
             f"d{d}_pnoun_wrong_heldout": _mean(r["pnoun_wrong_heldout"]),
             f"d{d}_n_items_correct": float(correct.sum()), f"d{d}_n_items_used": float(keep.sum()),
-            f"d{d}_frac_items_with_plan": _mean(per_cov[-1]),
+            f"d{d}_frac_items_with_plan": _mean(r["n_plan"][correct] > 0),
+            f"d{d}_frac_items_with_plan_shuffled_noun": _mean(r["n_plan_shuf"][correct] > 0),
             f"d{d}_n_plan_per_item": _mean(r["n_plan"][correct]),
             f"d{d}_n_active_per_item": _mean(r["n_active"][correct]),
             f"d{d}_n_plan_chance": _mean(r["n_active"][correct]) * cfg.lens_top / cfg.n_nouns,
@@ -311,48 +360,78 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             f"d{d}_swap_rise": _mean(d_plan), f"d{d}_swap_rise_rand": _mean(d_rand),
             f"d{d}_swap_items": float(sw.sum()),
             f"d{d}_tc_fvu_max": float(max(r["tc_fvu"])), f"d{d}_tc_l0_mean": float(np.mean(r["tc_l0"])),
-            f"d{d}_identity_exact": r["identity_exact"], f"d{d}_seconds": r["seconds"],
+            f"d{d}_identity_exact": r["identity_exact"],
         })
     top = W[-1]
-    c1 = m[f"d{top}_zero_drop_all"]
-    c1_rand = m[f"d{top}_rand_zero_drop_all_p95"]
-    c2 = m[f"d{top}_swap_rise"] - m[f"d{top}_swap_rise_rand"]
-    cov_up = _growth_upper(per_cov, cfg.n_boot, seed + 1)
-    drop_up = _growth_upper(per_drop, cfg.n_boot, seed + 2)
-    rand_up = _growth_upper(per_rand_drop, cfg.n_boot, seed + 3)
-    ho_top = m[f"d{top}_acc_heldout"]
-    c4 = ho_top - (0.5 + 2 * m[f"d{top}_acc_heldout_se"])
-    c4_rise = ho_top - m[f"d{W[0]}_acc_heldout"]
-    m.update(growth_cov_upper=cov_up, growth_drop_upper=drop_up, growth_rand_drop_upper=rand_up,
-             n_widths=float(len(W)))
+    per = [_per_item(r) for r in arms]
+    P = per[-1]
+    noun = arms[-1]["noun"]  # items nest in nouns (items_per_noun each): the interval resamples nouns
 
+    def over_nouns(stat) -> Est:
+        return cluster_bootstrap(stat, noun, unit="noun", seed=seed)
+
+    def mean_of(x):
+        return lambda ix: _nanmean(x[ix])
+
+    # C1: the drop, its margin over the random sets' 95th percentile (order-statistic interval folded in)
+    c1 = over_nouns(mean_of(P["drop"]))
+    kept = np.isfinite(P["drop"])
+    set_means = (arms[-1]["p_clean"][None] - arms[-1]["p_zero_rand_all"])[:, kept].mean(1)  # [draws]
+    q95 = random_baseline(set_means, q=0.95, unit="random set")
+    med = random_baseline(set_means, q=0.5, unit="random set")
+    c1_margin = Est(c1.value - q95.value, c1.lo - q95.hi, c1.hi - q95.lo, "noun", c1.n, "cluster-bootstrap - q95")
+    c1_margin_null = Est(med.value - q95.value, med.lo - q95.hi, med.hi - q95.lo, "random set", med.n,
+                         "median set - q95")
+    # C4: held-out composition, one item per held-out noun; null = the best constant article (ignores the definition)
+    ho_top, ho_first = arms[-1]["acc_heldout"].astype(float), arms[0]["acc_heldout"].astype(float)
+    ho_cls = arms[-1]["ho_cls"]
+    const = (ho_cls == int(np.mean(ho_cls) > 0.5)).astype(float)
+    m.update(n_widths=float(len(W)), c1_random_q95=q95.value, heldout_constant_acc=float(const.mean()))
+
+    unit_note = "items nest in trained nouns; intervals resample nouns"
     claims = [
         claim("C1_zero_drop", f"zeroing the planning latents lowers mean P(correct article) at d={top} "
-              "(all effects; correct items with >= 1 planning latent)", c1, ">=", 0.10),
+              "(all effects; correct items with >= 1 planning latent)", c1, ">=", 0.10,
+              null=over_nouns(mean_of(P["drop_rand"])), null_what="random equal-count active latents zeroed "
+              "(mean over the sets)", trained=True, detail=unit_note),
         claim("C1_beats_random", f"C1 drop minus the 95th pct of {cfg.n_random} random equal-count sets' mean drops",
-              c1 - c1_rand, ">", 0.0),
+              c1_margin, ">", 0.0, null=c1_margin_null, null_what="the median random set's mean drop minus the same "
+              "95th pct", trained=True),
         claim("C1_x5_not_lower", f"x{cfg.scale:g} on the planning latents does not lower mean P(correct article) "
-              f"at d={top} (change, tolerance 0.01)", m[f"d{top}_x5_change_all"], ">=", -0.01),
+              f"at d={top} (change, tolerance 0.01)", over_nouns(mean_of(P["x5"])), ">=", -0.01,
+              null=over_nouns(mean_of(P["x5_rand"])), null_what=f"random equal-count active latents x{cfg.scale:g}",
+              trained=True),
         claim("C2_swap", f"adding the planning latents of an opposite-class noun raises P(other article) at d={top} "
-              "more than random latents of that noun's item (difference of mean rises)", c2, ">=", 0.10),
+              "more than random latents of that noun's item (difference of mean rises)",
+              over_nouns(mean_of(P["swap"])), ">=", 0.10, null=over_nouns(mean_of(P["swap_null"])),
+              null_what="one random set of the partner item against the mean of the other sets", trained=True),
         claim("C3_coverage_grows", "fraction of items with >= 1 planning latent does not fall between adjacent "
-              "widths (min over pairs of the 97.5th pct of the bootstrap difference)", cov_up, ">=", 0.0),
-        claim("C3_effect_grows", "zero-ablation drop does not fall between adjacent widths (min over pairs of the "
-              "97.5th pct of the bootstrap difference)", drop_up, ">=", 0.0),
-        claim("C4_heldout_above_chance", f"held-out composition accuracy at d={top} minus (0.5 + 2 s.e.)",
-              c4, ">", 0.0),
-        claim("C4_heldout_rises", f"held-out accuracy d={top} minus d={W[0]}", c4_rise, ">", 0.0),
-        claim("ctrl_random_zero_drop", f"control: mean drop from zeroing random equal-count latents at d={top}",
-              m[f"d{top}_rand_zero_drop_all"], "<", 0.10, gated=False),
-        claim("ctrl_C3_random_growth", "control: the C3 statistic for the random-latent drops (reported)",
-              rand_up, ">=", 0.0, gated=False),
+              "widths (smallest change of the mean, next - previous)", over_nouns(_growth([p["cov"] for p in per])),
+              ">=", 0.0, null=over_nouns(_growth([p["cov_shuf"] for p in per])),
+              null_what="the same selection for a random other trained noun than the planned one", trained=True),
+        claim("C3_effect_grows", "zero-ablation drop does not fall between adjacent widths (smallest change of the "
+              "mean drop, next - previous)", over_nouns(_growth([p["drop"] for p in per])), ">=", 0.0,
+              null=over_nouns(_growth([p["drop_rand"] for p in per])),
+              null_what="the random equal-count sets' mean drops through the same statistic", trained=True),
+        claim("C4_heldout_above_chance", f"held-out composition accuracy at d={top} (one item per held-out noun)",
+              bootstrap(ho_top, unit="noun", seed=seed), ">", 0.5, null=bootstrap(const, unit="noun", seed=seed),
+              null_what="the best constant article on the same held-out items", trained=True),
+        claim("C4_heldout_rises", f"held-out accuracy d={top} minus d={W[0]} (paired over held-out nouns)",
+              paired_bootstrap(ho_top, ho_first, unit="noun", seed=seed), ">", 0.0,
+              null=paired_bootstrap(const, const, unit="noun", seed=seed),
+              null_what="a width-independent predictor (the best constant article)", trained=True),
         claim("sanity_trained_acc", "sanity: article accuracy on trained nouns, min over widths",
-              min(m[f"d{d}_acc_trained"] for d in W), ">=", 0.9),
+              over_nouns(lambda ix: min(_nanmean(p["acc"][ix]) for p in per)), ">=", 0.9,
+              why="precondition: the organisms must do the task before their features can explain it"),
         claim("sanity_identity_exact", "sanity: unit multipliers through the transcoders give the clean logits "
-              "bit for bit (min over widths)", min(m[f"d{d}_identity_exact"] for d in W), ">=", 1.0),
+              "bit for bit (min over widths)", exact(min(m[f"d{d}_identity_exact"] for d in W)), ">=", 1.0,
+              why="an exact check of the splice (no sampling noise), a precondition of every edit"),
         claim("sanity_transcoder_fvu", "sanity: worst transcoder FVU over widths and layers",
-              max(m[f"d{d}_tc_fvu_max"] for d in W), "<=", 0.5),
+              exact(max(m[f"d{d}_tc_fvu_max"] for d in W)), "<=", 0.5,
+              why="precondition: the transcoders must reconstruct the MLPs they replace"),
     ]
+    ho_acc_top = m[f"d{top}_acc_heldout"]
+    c4 = next(c for c in claims if c.name == "C4_heldout_above_chance")
 
     # figures
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
@@ -390,11 +469,10 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                     "per item vs width")
     plt.close(fig)
 
-    m["wall_seconds"] = time.perf_counter() - t0
     notes = [f"widths {W}: organism cached " + ", ".join(f"d={r['d']}: {r['cached']}" for r in arms)]
-    if c4 <= 0:
+    if c4.verdict != "held":
         notes.append("planning for unseen definition->article pairs not reproduced at toy scale (held-out "
-                     f"accuracy {ho_top:.2f} at d={top})")
+                     f"accuracy {ho_acc_top:.2f} at d={top}, {c4.verdict})")
     ctx.add_note("; ".join(notes))
     return Result(metrics={k: float(v) for k, v in m.items()}, claims=claims, notes="; ".join(notes))
 
@@ -416,7 +494,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     from iclr26.interp.capture import capture
     from iclr26.lm.loading import load_model
 
-    t0 = time.perf_counter()
     model, tok = load_model("gemma-3-270m")  # MissingAssetError names the install command
     n_layers = model.config.num_hidden_layers
     if max(cfg.real_layers) >= n_layers:
@@ -521,7 +598,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         return (clean[:, None] - R)[has].mean(0) if has.any() else np.zeros(cfg.n_random)
 
     rd_all, rd_dir = rand_drops("rand_all"), rand_drops("rand_direct")
-    se = float(np.sqrt(0.25 / len(items)))
     m: dict[str, float] = {
         "n_items": float(len(items)), "article_acc": acc, "article_acc_an": float(np.mean(correct[0::2])),
         "article_acc_a": float(np.mean(correct[1::2])), "p_gold_article": float(np.mean(p_gold)),
@@ -555,20 +631,22 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     plt.close(fig)
 
     claims = [
-        claim("R1_article_acc", "article accuracy on the a/an items minus (0.5 + 2 s.e.)", acc - (0.5 + 2 * se),
-              ">", 0.0),
+        claim("R1_article_acc", "article accuracy on the a/an items", bootstrap(np.array(correct), unit="item",
+              seed=ctx.seed), ">", 0.5, null=bootstrap((gold == a_id).float().numpy(), unit="item", seed=ctx.seed),
+              null_what="always answering ' a' on the same items"),
         claim("R2_zero_drop_vs_random", "zeroing planning latents lowers P(correct article) more than the 95th "
               "pct of random equal-count sets (all effects; the paper sees ~no change below 4B)",
-              m["zero_drop_all"] - m["rand_zero_drop_all_p95"], ">", 0.0, gated=False),
+              exact(m["zero_drop_all"] - m["rand_zero_drop_all_p95"]), ">", 0.0, gated=False),
         claim("R1_an_sensitivity", "P(' an') on items that take 'an' minus on items that take 'a' (a graded "
               "signal of planning where the argmax is always one article)",
-              m["p_an_on_an_items"] - m["p_an_on_a_items"], ">", 0.0, gated=False),
+              bootstrap((np.array(p_an[0::2]), np.array(p_an[1::2])), lambda x, y: float(x.mean() - y.mean()),
+                        unit="item", seed=ctx.seed), ">", 0.0, gated=False),
         claim("ctrl_word_after_gold", "control: P(planned word | gold article) - P(planned word | wrong article)",
-              m["p_word_gold"] - m["p_word_wrong"], ">", 0.0, gated=False),
+              paired_bootstrap(np.array(pw_gold), np.array(pw_wrong), unit="item", seed=ctx.seed), ">", 0.0,
+              gated=False),
         claim("sanity_identity_exact", "sanity: unit multipliers through the transcoders give the clean logits "
-              "bit for bit", identity, ">=", 1.0),
+              "bit for bit", exact(identity), ">=", 1.0, why="an exact check of the splice, a precondition"),
     ]
-    m["wall_seconds"] = time.perf_counter() - t0
     notes = (f"Gemma 3 270M: {len(items)} a/an items, transcoders on layers {cfg.real_layers} "
              f"({cfg.real_latents} latents, k={cfg.real_k}, {n_tok} tokens, worst FVU {max(fvu):.2f}); "
              f"{int(has.sum())} correct items with a planning latent")
