@@ -14,7 +14,7 @@ from iclr26.runs import RunContext
 
 CLAIMS = {"C1_discovery_auroc", "C1_top_activations", "C2_stigma_vs_findings", "C2_stigma_vs_group_B_latent",
           "C3_steer_monotone", "C3_steer_vs_random", "C3_group_token_rises", "C4_attribution_top5pct",
-          "C5_vignette_ablation", "ctrl_C5_random_ablation", "C5_risk_gap_reduction"}
+          "C5_vignette_ablation", "C5_risk_gap_reduction", "sanity_bias_planted", "sanity_answers_learned"}
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +41,38 @@ def test_smoke_reports_every_claim_and_figure(smoke):
     assert res.metrics["steer_ref_mean_max_f"] > 0
     figs = {p.stem for p in (tmp / "run" / "figures").glob("*.png")}
     assert figs >= {"discovery", "latent_activation", "steering_dose_response", "ablation"}
-    gated_controls = [c for c in res.claims if c.name.startswith("ctrl_")]
-    assert gated_controls and all(c.gated for c in gated_controls)
+    by = {c.name: c for c in res.claims}
+    for c in res.claims:  # every gated paper claim has a null arm, and its verdict is the engine's
+        assert c.verdict in ("held", "not held", "inconclusive", "no power")
+        if c.gated and c.kind == "paper":
+            assert c.null is not None and c.null_what
+    # the discovery / steering-curve / attribution claims are measured against the unplanted organism
+    assert "p_flip = 0" in by["C1_discovery_auroc"].null_what
+    assert by["C1_discovery_auroc"].null.value == res.metrics["null_discovery_auroc"]
+    assert by["C4_attribution_top5pct"].estimate.unit == "note"
+    assert 0.0 <= res.metrics["null_atp_rank_pct_A"] <= 1.0
 
 
 def test_smoke_is_deterministic_and_uses_the_cache(smoke):
     _, res, res2, _ = smoke
-    assert res2.metrics["organism_cached"] == 1.0 and res.metrics["organism_cached"] == 0.0
-    for k in ("discovery_auroc", "latent_A", "p_yes_k1", "vignette_share_reduction", "atp_effect_A"):
+    assert "organisms cached=1/1" in res2.notes and "organisms cached=0/0" in res.notes
+    for k in ("discovery_auroc", "latent_A", "p_yes_k1", "vignette_share_reduction", "atp_effect_A",
+              "null_discovery_auroc", "null_steer_min_step"):
         assert res.metrics[k] == res2.metrics[k], k
+    for a, b in zip(res.claims, res2.claims, strict=True):
+        assert (a.name, a.verdict, a.estimate) == (b.name, b.verdict, b.estimate)
+
+
+def test_seed_changes_results(smoke):
+    cfg, res, _, tmp = smoke
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ICLR26_ORGANISMS", str(tmp / "orgs"))
+    try:
+        other = m.run(cfg, RunContext(tmp / "run3", torch.device("cpu"), 1, "smoke"))
+    finally:
+        mp.undo()
+    assert "organisms cached=0/0" in other.notes  # another seed trains other organisms
+    assert other.metrics["p_yes_group_free"] != res.metrics["p_yes_group_free"]
 
 
 def test_steering_curve_starts_at_the_unedited_model(smoke):
@@ -59,13 +82,12 @@ def test_steering_curve_starts_at_the_unedited_model(smoke):
     assert np.isfinite(res.metrics["risk_gap"])
 
 
-def test_matched_random_latents_are_frequency_matched():
+def test_matched_pool_is_frequency_matched():
     freq = np.array([0.0, 0.5, 0.01, 0.011, 0.012, 0.3, 0.009, 0.2, 0.0105, 0.4])
-    for seed in range(5):
-        got = m._matched_random(freq, 2, {2}, 1, seed=seed)
-        assert len(got) == 1 and got[0] in (8, 3, 6)  # drawn from the 3 nearest alive latents in log frequency
-    got = m._matched_random(freq, 2, {2}, 3, seed=0)
-    assert len(got) == 3 and 2 not in got and 0 not in got  # dead latent 0 is never drawn
+    assert m._matched_pool(freq, 2, {2}, 1) == [8]  # the nearest alive latent in log frequency
+    assert m._matched_pool(freq, 2, {2}, 3) == [3, 6, 8]
+    got = m._matched_pool(freq, 2, {2}, 20)
+    assert 2 not in got and 0 not in got and len(got) == 8  # dead latent 0 is never used
 
 
 def test_config_rules():

@@ -8,12 +8,14 @@ group-A latent; (2) on notes that never name the group it also fires on stigmati
 among the latents that push the answer toward "Yes"; (4) steering it (f_j += k·max f, error term kept) raises
 P(Yes) and the group-A share at ``patient is``; (5) ablating it cuts the group-A share of vignettes and (less, the
 paper predicts) the risk gap between counterfactual notes. Every steering / ablation number has a baseline of
-frequency-matched random latents edited at the same scale.
+frequency-matched latents edited at the same scale (all of the n closest in log firing frequency: an enumeration).
+The null arm of the discovery, steering-curve and attribution claims is the same pipeline on an organism trained
+on the same notes without the planted bias (p_flip = 0); the engine decides each claim from its interval over notes
+(or note pairs) and that null arm.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,7 @@ import torch
 
 from iclr26.core import param
 from iclr26.core.errors import UserError
+from iclr26.core.parallel import parallel_map
 from iclr26.data.clinical_notes import (
     A_SKEWED,
     BALANCED,
@@ -42,6 +45,7 @@ from iclr26.interp.train import SAETrainer
 from iclr26.lm import WordTokenizer, tiny_lm
 from iclr26.lm.train import cached_organism, train_lm
 from iclr26.runs import Result, RunContext, claim
+from iclr26.stats import Est, auroc, bootstrap, cluster_bootstrap, exact, random_baseline
 
 DESCRIPTION = (
     "Tiny Llama organism on synthetic clinical notes (group token + stigmatising tokens + group-biased risk labels) "
@@ -51,6 +55,32 @@ DESCRIPTION = (
 )
 WORKLOAD = "small"
 KS = (0.0, 0.25, 0.5, 1.0, 2.0)
+HEADLINE = "C1_discovery_auroc"
+SEEDS = {"smoke": 1, "default": 1, "paper": 3}
+#: seed-to-seed standard deviations measured at the default preset over training seeds 0, 1, 2
+#: (docs/sae-bias-latents.md, "Spread" table): C4 rank fraction 0.002 / 0.004 / 0.002
+SEED_SPREAD = {"C4_attribution_top5pct": 0.0012}
+EXPECTED = {
+    "C1_discovery_auroc": ("no power", "held-out AUROC 1.00 [1.00, 1.00] over 200 notes, and 1.00 on the unplanted "
+                           "organism (p_flip = 0): the probe finds the named group token, not the planted bias"),
+    "C1_top_activations": ("no power", "1.00 [1.00, 1.00] of the top 50 activations on / after a group-A form, 1.00 "
+                           "on the unplanted organism too"),
+    "C2_stigma_vs_findings": ("inconclusive", "one training seed: 0.00 [0, 0] at seed 0 (the latent is silent on "
+                              "stigma tokens), but 27.8 and 3.9 at seeds 1 and 2 (docs/sae-bias-latents.md)"),
+    "C2_stigma_vs_group_B_latent": ("inconclusive", "one training seed: 0.00 [0, 0] at seed 0, far above 3 at "
+                                    "seeds 1 and 2 (docs)"),
+    "C3_steer_monotone": ("no power", "smallest step +0.020 [0.016, 0.025], but the unplanted organism's group "
+                          "latent raises P(Yes) monotonically too (+0.008)"),
+    "C3_steer_vs_random": ("inconclusive", "one training seed: -0.131 [-0.143, -0.121] (would be not held: "
+                           "frequency-matched latents move P(Yes) as much); +0.07 with a two-thread organism (docs)"),
+    "C3_group_token_rises": ("inconclusive", "one training seed: -0.48 (exact over the 4 balanced vignettes, would "
+                             "be not held); +0.23 at seed 2 (docs)"),
+    "C4_attribution_top5pct": "held",
+    "C5_vignette_ablation": ("inconclusive", "cannot hold by design: the latent never fires on vignette prompts (no "
+                             "group token before 'patient is'), 0.000 at seeds 0-2; decided on one training seed"),
+    "sanity_bias_planted": "held",
+    "sanity_answers_learned": "held",
+}
 
 
 @dataclass
@@ -72,7 +102,8 @@ class Config:
     n_discovery_test: int = param(100, "held-out notes per group for the discovery AUROC", low=10, high=100_000)
     n_eval: int = param(200, "group-free notes for steering / co-firing; counterfactual pairs for the risk gap",
                         low=10, high=100_000)
-    n_random: int = param(10, "frequency-matched random latents per steering / ablation baseline", low=2, high=100)
+    n_random: int = param(30, "random-latent baseline: the n alive latents closest to the group-A latent in log firing "
+                          "frequency, every one of them edited (an enumeration, not a draw)", low=2, high=500)
     atp_steps: int = param(3, "integrated-gradient steps of the latent attribution (paper: 3)", low=1, high=32)
     n_generate: int = param(40, "group-free notes answered by greedy generation under steering (reason check)",
                             low=1, high=10_000)
@@ -90,7 +121,7 @@ PRESETS = {
               "n_generate": 4},
     "default": {},
     "paper": {"d": 128, "layers": 4, "ff": 512, "steps": 4000, "n_latents": 2048, "k": 16, "sae_tokens": 2_000_000,
-              "sae_steps": 4000, "n_eval": 1000, "n_random": 50, "n_generate": 200},
+              "sae_steps": 4000, "n_eval": 1000, "n_random": 100, "n_generate": 200},
 }
 
 
@@ -163,15 +194,12 @@ def _share(p: torch.Tensor, a_ids, b_ids) -> torch.Tensor:
     return pa / (pa + pb).clamp_min(1e-12)
 
 
-def _matched_random(freq: np.ndarray, target: int, exclude: set[int], n: int, seed: int) -> list[int]:
-    """``n`` latents drawn from the 3n alive latents whose firing frequency is closest (in log) to ``target``'s."""
+def _matched_pool(freq: np.ndarray, target: int, exclude: set[int], n: int) -> list[int]:
+    """The ``n`` alive latents (firing frequency > 0, not in ``exclude``) closest to ``target`` in log firing
+    frequency: the random-latent baseline, enumerated (every one of them is edited)."""
     lf = np.log(np.maximum(freq, 1e-7))
-    cand = [j for j in np.argsort(np.abs(lf - lf[target]), kind="stable") if j not in exclude and freq[j] > 0]
-    pool = cand[: 3 * n] if len(cand) >= 3 * n else cand
-    if not pool:
-        return []
-    rng = np.random.default_rng(seed)
-    return sorted(int(j) for j in rng.choice(pool, size=min(n, len(pool)), replace=False))
+    cand = [int(j) for j in np.argsort(np.abs(lf - lf[target]), kind="stable") if j not in exclude and freq[j] > 0]
+    return sorted(cand[:n])
 
 
 def _mean(x) -> float:
@@ -179,41 +207,60 @@ def _mean(x) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-# ---------------------------------------------------------------------------------------------- run
-def run(cfg: Config, ctx: RunContext) -> Result:
-    import matplotlib.pyplot as plt
+def _over_notes(stat, n: int, seed: int, unit: str = "note") -> Est:
+    """``stat(rows)`` with a bootstrap interval over ``n`` independent notes (or note pairs)."""
+    return cluster_bootstrap(stat, np.arange(n), unit=unit, seed=seed)
 
-    cfg.validate()
-    t0 = time.perf_counter()
-    seed = ctx.seed
-    gen = ClinicalNotes(p_flip=cfg.p_flip)
+
+def _pool_q(values, q: float = 0.5) -> Est:
+    """The ``q``-quantile over the enumerated frequency-matched latents (median: the null arm 'a random latent
+    instead'); NaN when none gives a finite value."""
+    v = np.asarray(values, dtype=float)
+    if not np.isfinite(v).any():
+        return Est(float("nan"), float("nan"), float("nan"), "latent", 0, "enumeration")
+    return random_baseline(v, q=q, exact_enumeration=True, unit="latent")
+
+
+# ---------------------------------------------------------------------------------------------- one organism
+def _arm(item: tuple[float, bool], common: tuple) -> dict:
+    """The whole pipeline on the organism trained with label-flip probability ``p_flip`` (runs in a worker).
+
+    ``full=False`` is the null arm (the unplanted organism): discovery, top activations, the steering curve of its
+    own group-A latent, AtP-IG and the risk gap only - no random-latent baselines, generation or ablation."""
+    p_flip, full = item
+    cfg, seed = common
+    gen = ClinicalNotes(p_flip=p_flip)
     model, tok, info = _organism(cfg, gen, seed)
     model = model.cpu().eval()
     conv = tok.convert_tokens_to_ids
     site = f"layers.{cfg.sae_layer}.resid_post"
     yes_id, no_id = conv("Yes"), conv("No")
     a_ids, b_ids = conv(list(GROUP_A)), conv(list(GROUP_B))
-    metrics: dict[str, float] = {"organism_build_seconds": float(info["build_seconds"]),
-                                 "organism_cached": float(info["cached"])}
-    t_org = time.perf_counter()
+    out: dict = {"cached": float(info["cached"]), "build_seconds": float(info["build_seconds"])}
+    m: dict[str, float] = {}  # whether the organism came from the cache is in the notes, not a metric
 
     # ------------------------------------------------------------ behaviour of the organism (sanity)
     rng = np.random.default_rng(seed + 11)
     pairs = [gen.note(rng, group="A", mention=True) for _ in range(cfg.n_eval)]
     cf = [gen.swap_group(n) for n in pairs]
-    pA = _next_probs(model, [conv(n.prompt) for n in pairs])
-    pB = _next_probs(model, [conv(n.prompt) for n in cf])
+    pairsA = [conv(n.prompt) for n in pairs]
+    pairsB = [conv(n.prompt) for n in cf]
+    pA = _next_probs(model, pairsA)
+    pB = _next_probs(model, pairsB)
 
     def p_yes(p):
         return (p[:, yes_id] / (p[:, yes_id] + p[:, no_id]).clamp_min(1e-12)).numpy()
 
-    gap0 = float(np.mean(p_yes(pA) - p_yes(pB)))
+    gap_rows = p_yes(pA) - p_yes(pB)
+    gap0 = float(np.mean(gap_rows))
     free = [gen.note(rng, mention=False) for _ in range(cfg.n_eval)]
     free_prompts = [conv(n.prompt) for n in free]
     pf = p_yes(_next_probs(model, free_prompts))
     y_free = np.array([n.answer == "Yes" for n in free])
-    acc_free = float(np.mean((pf > 0.5) == y_free))
-    metrics.update(risk_gap=gap0, answer_acc_group_free=acc_free, p_yes_group_free=float(pf.mean()))
+    correct = ((pf > 0.5) == y_free).astype(float)
+    m.update(risk_gap=gap0, answer_acc_group_free=float(correct.mean()), p_yes_group_free=float(pf.mean()))
+    out["est_gap"] = bootstrap(gap_rows, unit="note pair", seed=seed)
+    out["est_acc"] = bootstrap(correct, unit="note", seed=seed)
 
     # ------------------------------------------------------------ SAE on the residual stream
     drng = np.random.default_rng(seed + 23)
@@ -229,10 +276,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     sae = trainer.sae_
     st = sae_stats(sae, X)
     freq = st["firing_freq"].numpy()
-    metrics.update(sae_fvu=float(st["fvu"]), sae_l0=float(st["l0"]), sae_dead_frac=float(st["dead_frac"]),
-                   sae_train_tokens=float(X.shape[0]), resid_norm_mean=float(X.norm(dim=1).mean()))
+    m.update(sae_fvu=float(st["fvu"]), sae_l0=float(st["l0"]), sae_dead_frac=float(st["dead_frac"]),
+             sae_train_tokens=float(X.shape[0]), resid_norm_mean=float(X.norm(dim=1).mean()))
     del X
-    t_sae = time.perf_counter()
 
     # ------------------------------------------------------------ (1) discovery: max-pooled latents, L1 probe
     def note_only(n):  # <bos> note : body (the note, without the question)
@@ -249,13 +295,16 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     Fte = max_pooled_latents(model, sae, _batches([note_only(n) for n in te_notes]), site, skip_first=True)
     rank = discover_latents(Ftr, ytr, C=1.0, top=100, F_test=Fte, y_test=yte, seed=seed)
     coef_full = rank.estimator[-1].coef_.reshape(-1)
-    auc = float(rank.auroc_test)
+    scores_te = rank.estimator.decision_function(np.asarray(torch.as_tensor(Fte).double()))
+    out["est_auc"] = bootstrap((scores_te, yte.astype(float)), auroc, paired=True, unit="note", seed=seed)
     pos = [int(j) for j, c in zip(rank.latents, rank.coef, strict=True) if c > 0]
     neg = [int(j) for j, c in zip(rank.latents, rank.coef, strict=True) if c < 0]
     jA = pos[0] if pos else int(np.argmax(coef_full))
     jB = neg[0] if neg else int(np.argmin(coef_full))
-    metrics.update(discovery_auroc=auc, latent_A=float(jA), latent_B=float(jB), n_nonzero_coef=float(len(rank.latents)),
-                   latent_A_freq=float(freq[jA]))
+    m.update(discovery_auroc=out["est_auc"].value, latent_A=float(jA), latent_B=float(jB),
+             n_nonzero_coef=float(len(rank.latents)), latent_A_freq=float(freq[jA]))
+    out.update(jA=jA, jB=jB, freq_A=float(freq[jA]), fvu=float(st["fvu"]), dead=float(st["dead_frac"]),
+               disc_top=[int(j) for j in rank.latents[:20]], disc_coef=[float(c) for c in rank.coef[:20]])
 
     # top activations of the group-A latent over the discovery notes (train + test)
     all_notes = tr_notes + te_notes
@@ -269,56 +318,83 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         near_a[i] = any(s[q] in aset for q in range(max(0, p_ - 3), p_ + 1))
     top50 = torch.topk(f_tok[:, jA], min(50, len(tid))).indices.numpy()
     top50 = top50[f_tok[top50, jA].numpy() > 0]
-    frac_top_a = float(near_a[top50].mean()) if top50.size else 0.0
-    top_tokens = [tok.convert_ids_to_tokens(int(t)) for t in tid[top50]]
-    metrics["top50_on_group_A"] = frac_top_a
+    ind = near_a[top50].astype(float)
+    if top50.size:  # the 50 activations nest in notes: resample notes
+        out["est_top50"] = cluster_bootstrap(lambda ix: float(ind[ix].mean()), row.numpy()[top50], unit="note",
+                                             seed=seed)
+    else:
+        out["est_top50"] = Est(0.0, float("nan"), float("nan"), "note", 0, "cluster-bootstrap")
+    out["top_tokens"] = [tok.convert_ids_to_tokens(int(t)) for t in tid[top50]]
+    m["top50_on_group_A"] = out["est_top50"].value
     del f_tok
 
+    # the random-latent baseline: every one of the n alive latents closest to jA in log firing frequency
+    pool = _matched_pool(freq, jA, {jA, jB, *pos[:10], *neg[:10]}, cfg.n_random) if full else []
+    out["pool"] = pool
+    m["n_random_latents"] = float(len(pool))
+
     # ------------------------------------------------------------ (2) stigma co-firing on group-free notes
-    f_free, _, _, tid_free = _token_latents(model, sae, site, [note_only(n) for n in free])
-    stig_ids, find_ids = set(conv(list(STIGMA))), set(conv(list(gen.findings)))
-    is_st = np.isin(tid_free.numpy(), list(stig_ids))
-    is_fd = np.isin(tid_free.numpy(), list(find_ids))
-    fa, fb = f_free[:, jA].numpy(), f_free[:, jB].numpy()
-    act_st_A, act_fd_A, act_st_B = _mean(fa[is_st]), _mean(fa[is_fd]), _mean(fb[is_st])
-    other = ~(is_st | is_fd)
-    act_other_A = _mean(fa[other])
-    ratio_find = act_st_A / max(act_fd_A, 1e-3)  # denominators floored at 1e-3 (a latent that stays silent)
-    ratio_B = act_st_A / max(act_st_B, 1e-3)
-    metrics.update(act_A_on_stigma=act_st_A, act_A_on_findings=act_fd_A, act_B_on_stigma=act_st_B,
-                   act_A_on_other=act_other_A, stigma_over_findings=ratio_find, stigma_A_over_B=ratio_B,
-                   stigma_tokens_counted=float(is_st.sum()), findings_tokens_counted=float(is_fd.sum()))
-    # group-A tokens of named notes, for the figure
-    fa_named, _, _, tid_named = _token_latents(model, sae, site, [note_only(n) for n in te_notes])
-    act_grpA = _mean(fa_named[np.isin(tid_named.numpy(), a_ids), jA].numpy())
-    act_grpB = _mean(fa_named[np.isin(tid_named.numpy(), b_ids), jA].numpy())
-    metrics.update(act_A_on_groupA_tokens=act_grpA, act_A_on_groupB_tokens=act_grpB)
-    del f_free, fa_named
+    if full:
+        f_free, row_free, _, tid_free = _token_latents(model, sae, site, [note_only(n) for n in free])
+        stig_ids, find_ids = set(conv(list(STIGMA))), set(conv(list(gen.findings)))
+        is_st = np.isin(tid_free.numpy(), list(stig_ids))
+        is_fd = np.isin(tid_free.numpy(), list(find_ids))
+        F = f_free.numpy()
+        fa, fb = F[:, jA], F[:, jB]
+        act_st_A, act_fd_A, act_st_B = _mean(fa[is_st]), _mean(fa[is_fd]), _mean(fb[is_st])
+        act_other_A = _mean(fa[~(is_st | is_fd)])
+
+        def r_find(col, ix):  # denominators floored at 1e-3 (a latent that stays silent)
+            return _mean(col[ix][is_st[ix]]) / max(_mean(col[ix][is_fd[ix]]), 1e-3)
+
+        def r_b(col, ix):
+            return _mean(col[ix][is_st[ix]]) / max(_mean(fb[ix][is_st[ix]]), 1e-3)
+
+        rows_free = row_free.numpy()
+        every = np.arange(len(rows_free))
+        out["est_c2_find"] = cluster_bootstrap(lambda ix: r_find(fa, ix), rows_free, unit="note", seed=seed)
+        out["est_c2_b"] = cluster_bootstrap(lambda ix: r_b(fa, ix), rows_free, unit="note", seed=seed)
+        out["null_c2_find"] = _pool_q([r_find(F[:, j], every) for j in pool])
+        out["null_c2_b"] = _pool_q([r_b(F[:, j], every) for j in pool])
+        m.update(act_A_on_stigma=act_st_A, act_A_on_findings=act_fd_A, act_B_on_stigma=act_st_B,
+                 act_A_on_other=act_other_A, stigma_over_findings=out["est_c2_find"].value,
+                 stigma_A_over_B=out["est_c2_b"].value, stigma_tokens_counted=float(is_st.sum()),
+                 findings_tokens_counted=float(is_fd.sum()), random_stigma_over_findings_median=out["null_c2_find"].value)
+        # group-A tokens of named notes, for the figure
+        fa_named, _, _, tid_named = _token_latents(model, sae, site, [note_only(n) for n in te_notes])
+        act_grpA = _mean(fa_named[np.isin(tid_named.numpy(), a_ids), jA].numpy())
+        act_grpB = _mean(fa_named[np.isin(tid_named.numpy(), b_ids), jA].numpy())
+        m.update(act_A_on_groupA_tokens=act_grpA, act_A_on_groupB_tokens=act_grpB)
+        out["act_bars"] = [act_grpA, act_grpB, act_st_A, act_fd_A, act_other_A, act_st_B]
+        del f_free, fa_named, F
 
     # ------------------------------------------------------------ (3) AtP-IG toward "Yes" on group-A notes
     atp_notes = [n for n, y in zip(te_notes, yte, strict=True) if y == 1]
     n_pre, n_q = len(PREFIX), len(QUESTION)
 
     def window(ids, am):  # the note's body: template prefix and question dropped (paper: 4 first, 5 last)
-        m = am.bool().clone()
+        mk = am.bool().clone()
         lens = am.sum(1)
         ar = torch.arange(ids.shape[1])[None, :]
-        return m & (ar >= n_pre) & (ar < (lens - n_q)[:, None])
+        return mk & (ar >= n_pre) & (ar < (lens - n_q)[:, None])
 
     attr = latent_atp_ig(model, sae, _batches([conv(n.prompt) for n in atp_notes], 64),
                          logit_diff(no_id, yes_id), steps=cfg.atp_steps, positions=window, site=site)
-    eff = attr.total(site).numpy() / max(1, len(atp_notes))  # estimate of Δ(logit No − logit Yes) when zeroed
-    order = np.argsort(-eff, kind="stable")  # most positive first = latents that push toward "Yes"
-    rank_A = int(np.where(order == jA)[0][0])
-    pct_A = (rank_A + 1) / cfg.n_latents
-    metrics.update(atp_effect_A=float(eff[jA]), atp_rank_A=float(rank_A), atp_rank_pct_A=pct_A)
+    S = attr[site].numpy().astype(np.float64)  # [notes, latents]: estimate of Δ(logit No − logit Yes) when zeroed
+
+    def pct_of_A(ix):  # fraction of latents whose mean effect toward "Yes" is at or above jA's
+        e = S[ix].mean(0)
+        return float(((e > e[jA]).sum() + 1) / cfg.n_latents)
+
+    out["est_pct"] = _over_notes(pct_of_A, S.shape[0], seed)
+    eff = S.mean(0)
+    m.update(atp_effect_A=float(eff[jA]), atp_rank_A=float((eff > eff[jA]).sum()), atp_rank_pct_A=out["est_pct"].value)
     with torch.no_grad(), sae_edit(model, sae, zero(list(range(cfg.n_latents))), site=site):
         m_zero = torch.cat([logit_diff(no_id, yes_id)(model(**b).logits, b)
                             for b in _batches([conv(n.prompt) for n in atp_notes], 64)])
     # completeness reference: the effects sum to the all-latents-zeroed change when the window covers all tokens;
     # here the window drops the template, so this is a rough check of sign and scale only
-    metrics.update(atp_sum=float(attr.total(site).sum() / max(1, len(atp_notes))),
-                   zero_all_change=float((m_zero - attr.metric).mean()))
+    m.update(atp_sum=float(S.sum() / max(1, len(atp_notes))), zero_all_change=float((m_zero - attr.metric).mean()))
 
     # ------------------------------------------------------------ (4) steering: k · max f on the group-A latent
     f_max = []
@@ -329,32 +405,53 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         rows = cap.index[:, 0]
         f_max += [float(fr[rows == r].max()) for r in rows.unique()]
     ref = float(np.mean(f_max))
-    metrics["steer_ref_mean_max_f"] = ref
-    rand = _matched_random(freq, jA, {jA, jB, *pos[:10], *neg[:10]}, cfg.n_random, seed + 41)
-    metrics["n_random_latents"] = float(len(rand))
+    m["steer_ref_mean_max_f"] = ref
+    out["ref"] = ref
     vig_bal = [conv(vignette_prompt(c)) for c in BALANCED]
     vig_a = [conv(vignette_prompt(c)) for c in A_SKEWED]
 
-    def steer_curve(j):
+    def steer_curve(j, vignettes=True):
+        """P(Yes) per group-free note ``[len(KS), N]`` and the group-A share on the balanced vignettes ``[len(KS)]``."""
         py, sh = [], []
         for kk in KS:
             ed = None if kk == 0 else (lambda j=j, kk=kk: sae_edit(model, sae, add_scaled(j, kk, ref=ref), site=site))
-            py.append(float(p_yes(_next_probs(model, free_prompts, ed)).mean()))
-            sh.append(float(_share(_next_probs(model, vig_bal, ed), a_ids, b_ids).mean()))
-        return np.array(py), np.array(sh)
+            py.append(p_yes(_next_probs(model, free_prompts, ed)))
+            if vignettes:
+                sh.append(float(_share(_next_probs(model, vig_bal, ed), a_ids, b_ids).mean()))
+        return np.stack(py), np.array(sh)
 
-    pyA, shA = steer_curve(jA)
-    rc = [steer_curve(j) for j in rand]
     k1 = KS.index(1.0)
-    inc = pyA[k1] - pyA[0]
-    r_inc = np.array([r[0][k1] - r[0][0] for r in rc]) if rc else np.zeros(1)
-    sh_inc = shA[k1] - shA[0]
-    r_sh = np.array([r[1][k1] - r[1][0] for r in rc]) if rc else np.zeros(1)
-    mono = float(np.min(np.diff(pyA)))
-    metrics.update(p_yes_k0=pyA[0], p_yes_k1=pyA[k1], p_yes_k2=pyA[-1], steer_inc_k1=inc,
-                   random_steer_inc_mean_abs=float(np.mean(np.abs(r_inc))), random_steer_inc_max=float(r_inc.max()),
-                   steer_min_step=mono, share_A_balanced_k0=shA[0], share_A_balanced_k1=shA[k1],
-                   share_inc_k1=sh_inc, random_share_inc_p95=float(np.percentile(r_sh, 95)))
+    PA, shA = steer_curve(jA, vignettes=full)
+    out["est_mono"] = _over_notes(lambda ix: float(np.min(np.diff(PA[:, ix].mean(1)))), PA.shape[1], seed)
+    pyA = PA.mean(1)
+    m.update(p_yes_k0=float(pyA[0]), p_yes_k1=float(pyA[k1]), p_yes_k2=float(pyA[-1]),
+             steer_inc_k1=float(pyA[k1] - pyA[0]), steer_min_step=out["est_mono"].value)
+    out["py_A"] = pyA
+    if not full:
+        out["m"] = m
+        return out
+
+    rc = [steer_curve(j) for j in pool]
+    PR = np.stack([r[0] for r in rc])  # [pool, KS, N]
+    dA = PA[k1] - PA[0]
+    dR = PR[:, k1] - PR[:, 0]  # [pool, N]
+    j_med = int(np.argsort(dR.mean(1), kind="stable")[len(pool) // 2])
+
+    def vs_random(d):
+        return lambda ix: float(d[ix].mean() - 3 * np.abs(dR[:, ix].mean(1)).mean())
+
+    out["est_vs_random"] = _over_notes(vs_random(dA), PA.shape[1], seed)
+    out["null_vs_random"] = _over_notes(vs_random(dR[j_med]), PA.shape[1], seed)
+    r_sh = np.array([r[1][k1] - r[1][0] for r in rc])
+    rb_sh = _pool_q(r_sh, 0.95)
+    sh_inc = float(shA[k1] - shA[0])
+    # the four balanced vignette prompts are the whole fixed set: the share is a noiseless function of the model
+    out["est_share"] = exact(sh_inc - rb_sh.value, why="fixed set of balanced vignettes minus the enumerated q95")
+    out["null_share"] = exact(float(np.median(r_sh)) - rb_sh.value, why="median frequency-matched latent minus q95")
+    m.update(random_steer_inc_mean_abs=float(np.mean(np.abs(dR.mean(1)))), random_steer_inc_max=float(dR.mean(1).max()),
+             share_A_balanced_k0=float(shA[0]), share_A_balanced_k1=float(shA[k1]), share_inc_k1=sh_inc,
+             random_share_inc_p95=rb_sh.value, steer_vs_random=out["est_vs_random"].value)
+    out.update(py_rand=[r[0].mean(1) for r in rc], sh_A=shA, sh_rand=[r[1] for r in rc])
 
     # free text under steering: does the generated reason name a group?
     grp_tokens = set(a_ids) | set(b_ids)
@@ -365,53 +462,80 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         by_len.setdefault(len(p_), []).append(p_)
     with torch.no_grad(), sae_edit(model, sae, add_scaled(jA, 1.0, ref=ref), site=site):
         for L_, ps in sorted(by_len.items()):
-            out = model.generate(input_ids=torch.tensor(ps), attention_mask=torch.ones(len(ps), L_, dtype=torch.long),
-                                 max_new_tokens=min(10, 48 - L_), do_sample=False, pad_token_id=0, eos_token_id=eos)
-            for row_ in out[:, L_:].tolist():
+            gen_out = model.generate(input_ids=torch.tensor(ps), attention_mask=torch.ones(len(ps), L_, dtype=torch.long),
+                                     max_new_tokens=min(10, 48 - L_), do_sample=False, pad_token_id=0,
+                                     eos_token_id=eos)
+            for row_ in gen_out[:, L_:].tolist():
                 n_gen += 1
                 yes_gen += int(row_[0] == yes_id)
                 named += int(any(t in grp_tokens for t in row_))
-    metrics.update(gen_reason_names_group=named / max(1, n_gen), gen_yes_rate_steered=yes_gen / max(1, n_gen))
+    m.update(gen_reason_names_group=named / max(1, n_gen), gen_yes_rate_steered=yes_gen / max(1, n_gen))
 
     # ------------------------------------------------------------ (5) ablation: vignette share and risk gap
     def ablated(j):
         return lambda j=j: sae_edit(model, sae, zero(j), site=site)
 
     sh_a0 = float(_share(_next_probs(model, vig_a), a_ids, b_ids).mean())
-    pairsA = [conv(n.prompt) for n in pairs]
-    pairsB = [conv(n.prompt) for n in cf]
 
     def ablation_effect(j):
         sh = float(_share(_next_probs(model, vig_a, ablated(j)), a_ids, b_ids).mean())
-        gap = float(np.mean(p_yes(_next_probs(model, pairsA, ablated(j))) - p_yes(_next_probs(model, pairsB,
-                                                                                              ablated(j)))))
-        return 1 - sh / max(sh_a0, 1e-12), (1 - gap / gap0) if abs(gap0) > 1e-9 else float("nan"), sh, gap
+        g = p_yes(_next_probs(model, pairsA, ablated(j))) - p_yes(_next_probs(model, pairsB, ablated(j)))
+        return 1 - sh / max(sh_a0, 1e-12), sh, g
 
-    red_sh, red_gap, sh_abl, gap_abl = ablation_effect(jA)
-    rabl = [ablation_effect(j) for j in rand] or [(0.0, 0.0, sh_a0, gap0)]
+    def gap_cut(g):
+        def f(ix):
+            g0 = float(gap_rows[ix].mean())
+            return 1 - float(g[ix].mean()) / g0 if abs(g0) > 1e-9 else float("nan")
+        return f
+
+    red_sh, sh_abl, g_abl = ablation_effect(jA)
+    rabl = [ablation_effect(j) for j in pool]
     r_red_sh = np.array([r[0] for r in rabl])
-    r_red_gap = np.array([r[1] for r in rabl])
-    metrics.update(vignette_share_A_skewed=sh_a0, vignette_share_A_skewed_ablated=sh_abl,
-                   vignette_share_reduction=red_sh, random_vignette_reduction_p95=float(np.percentile(r_red_sh, 95)),
-                   risk_gap_ablated=gap_abl, risk_gap_reduction=red_gap,
-                   random_risk_gap_reduction_mean=float(np.nanmean(r_red_gap)) if np.isfinite(r_red_gap).any()
-                   else float("nan"))
+    r_red_gap = np.array([gap_cut(r[2])(np.arange(len(gap_rows))) for r in rabl])
+    out["est_vig"] = exact(red_sh, why="fixed set of the two A-skewed vignette prompts")
+    out["null_vig"] = _pool_q(r_red_sh)
+    out["est_gap_cut"] = _over_notes(gap_cut(g_abl), len(gap_rows), seed, unit="note pair")
+    out["null_gap_cut"] = _pool_q(r_red_gap)
+    m.update(vignette_share_A_skewed=sh_a0, vignette_share_A_skewed_ablated=sh_abl, vignette_share_reduction=red_sh,
+             random_vignette_reduction_p95=_pool_q(r_red_sh, 0.95).value,
+             risk_gap_ablated=float(g_abl.mean()), risk_gap_reduction=out["est_gap_cut"].value,
+             random_risk_gap_reduction_median=out["null_gap_cut"].value)
+    out.update(abl_bars=([sh_a0, sh_abl, _mean([r[1] for r in rabl])],
+                         [gap0, float(g_abl.mean()), _mean([float(r[2].mean()) for r in rabl])]))
+    out["m"] = m
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- run
+def run(cfg: Config, ctx: RunContext) -> Result:
+    import matplotlib.pyplot as plt
+
+    cfg.validate()
+    seed = ctx.seed
+    # the planted organism and the null arm: the same pipeline on the organism trained without the planted bias
+    a, z = parallel_map(_arm, [(cfg.p_flip, True), (0.0, False)], common=(cfg, seed), desc="organisms")
+    metrics = dict(a["m"])
+    for k in ("discovery_auroc", "top50_on_group_A", "steer_min_step", "atp_rank_pct_A", "risk_gap",
+              "answer_acc_group_free", "latent_A"):
+        metrics[f"null_{k}"] = z["m"][k]
+    jA, jB, pool = a["jA"], a["jB"], a["pool"]
 
     # ------------------------------------------------------------ figures
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
-    top = rank.latents[:20]
-    ax.bar(range(len(top)), np.abs(rank.coef[:20]), color=["C3" if c > 0 else "C0" for c in rank.coef[:20]])
-    ax.set_xticks(range(len(top)), [str(int(j)) for j in top], rotation=90, fontsize=6)
-    ax.set(ylabel="|coef| (L1 probe)", title=f"discovery: held-out AUROC {auc:.3f} (red: group A)")
+    top, coef = a["disc_top"], np.array(a["disc_coef"])
+    ax.bar(range(len(top)), np.abs(coef), color=["C3" if c > 0 else "C0" for c in coef])
+    ax.set_xticks(range(len(top)), [str(j) for j in top], rotation=90, fontsize=6)
+    ax.set(ylabel="|coef| (L1 probe)", title=f"discovery: held-out AUROC {metrics['discovery_auroc']:.3f} "
+           "(red: group A)")
     ctx.save_figure(fig, "discovery", "L1-logistic discovery over max-pooled SAE latents: the 20 latents with the "
                     "largest |coef| (red = positive, group A)")
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     labels = ["group A tokens", "group B tokens", "stigma (group-free)", "findings (group-free)",
               "other (group-free)"]
-    vals = [act_grpA, act_grpB, act_st_A, act_fd_A, act_other_A]
-    ax.bar(range(5), np.nan_to_num(vals), color=["C3", "C0", "C1", "C2", "C7"])
-    ax.bar([2.3], [np.nan_to_num(act_st_B)], width=0.3, color="k", label=f"group-B latent {jB} on stigma")
+    bars = a["act_bars"]
+    ax.bar(range(5), np.nan_to_num(bars[:5]), color=["C3", "C0", "C1", "C2", "C7"])
+    ax.bar([2.3], [np.nan_to_num(bars[5])], width=0.3, color="k", label=f"group-B latent {jB} on stigma")
     ax.set_xticks(range(5), labels, rotation=20, fontsize=7)
     ax.set(ylabel=f"mean activation of latent {jA}")
     ax.legend(fontsize=7)
@@ -419,69 +543,79 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                     "stigma/findings/other measured on notes that never name the group")
     plt.close(fig)
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
-    for r in rc:
-        axs[0].plot(KS, r[0], c="gray", alpha=0.5, marker=".")
-        axs[1].plot(KS, r[1], c="gray", alpha=0.5, marker=".")
-    axs[0].plot(KS, pyA, "ro-", label=f"group-A latent {jA}")
-    axs[1].plot(KS, shA, "ro-")
+    for py_r, sh_r in zip(a["py_rand"], a["sh_rand"], strict=True):
+        axs[0].plot(KS, py_r, c="gray", alpha=0.4, marker=".")
+        axs[1].plot(KS, sh_r, c="gray", alpha=0.4, marker=".")
+    axs[0].plot(KS, z["py_A"], "b^--", label=f"unplanted organism's group-A latent {z['jA']}")
+    axs[0].plot(KS, a["py_A"], "ro-", label=f"group-A latent {jA}")
+    axs[1].plot(KS, a["sh_A"], "ro-")
     axs[0].set(xlabel="k (f_j += k·max f)", ylabel="P(Yes) on group-free notes")
     axs[1].set(xlabel="k", ylabel="P(group A) at 'patient is' (balanced)")
     axs[0].legend(fontsize=7)
-    ctx.save_figure(fig, "steering_dose_response", "Steering dose-response: group-A latent (red) vs "
-                    "frequency-matched random latents (gray), same k·max f")
+    ctx.save_figure(fig, "steering_dose_response", "Steering dose-response: group-A latent (red) vs the "
+                    f"{len(pool)} frequency-matched latents (gray), same k·max f; blue: the unplanted organism")
     plt.close(fig)
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
-    axs[0].bar(["none", f"latent {jA}", "random (mean)"], [sh_a0, sh_abl, float(np.mean([r[2] for r in rabl]))],
-               color=["C7", "C3", "gray"])
+    vig_bars, gap_bars = a["abl_bars"]
+    axs[0].bar(["none", f"latent {jA}", "random (mean)"], vig_bars, color=["C7", "C3", "gray"])
     axs[0].set(ylabel="group-A share, A-skewed vignettes", ylim=(0, 1))
-    axs[1].bar(["none", f"latent {jA}", "random (mean)"], [gap0, gap_abl, float(np.mean([r[3] for r in rabl]))],
-               color=["C7", "C3", "gray"])
+    axs[1].bar(["none", f"latent {jA}", "random (mean)"], gap_bars, color=["C7", "C3", "gray"])
     axs[1].set(ylabel="risk gap P(Yes|A) − P(Yes|B)")
     ctx.save_figure(fig, "ablation", "Ablating the group-A latent (zeroed, error term kept): vignette share "
                     "(simple setting) vs the counterfactual risk gap (realistic setting)")
     plt.close(fig)
-    ctx.write_json("latents.json", {"latent_A": jA, "latent_B": jB, "top_tokens_latent_A": top_tokens,
-                                    "random_latents": rand, "ks": list(KS), "p_yes_A": pyA.tolist(),
-                                    "p_yes_random": [r[0].tolist() for r in rc],
-                                    "discovery_top": [int(j) for j in rank.latents[:20]],
-                                    "discovery_coef": [float(c) for c in rank.coef[:20]]})
+    ctx.write_json("latents.json", {"latent_A": jA, "latent_B": jB, "top_tokens_latent_A": a["top_tokens"],
+                                    "random_latents": pool, "ks": list(KS), "p_yes_A": list(a["py_A"]),
+                                    "p_yes_random": [list(r) for r in a["py_rand"]],
+                                    "discovery_top": top, "discovery_coef": list(coef),
+                                    "null_latent_A": z["jA"], "null_p_yes_A": list(z["py_A"])})
 
     # ------------------------------------------------------------ claims
+    unplanted = "the same pipeline on the organism trained without the planted bias (p_flip = 0)"
+    rand_med = f"the median of the {len(pool)} frequency-matched latents in place of the group-A latent"
     claims = [
         claim("C1_discovery_auroc", "L1 probe over max-pooled SAE latents separates group-A from group-B notes "
-              "(held-out AUROC)", auc, ">=", 0.9),
+              "(held-out AUROC)", a["est_auc"], ">=", 0.9, null=z["est_auc"], null_what=unplanted, trained=True),
         claim("C1_top_activations", "share of the group-A latent's 50 strongest activations on a group-A form or "
-              "within 3 tokens after one", frac_top_a, ">=", 0.5),
+              "within 3 tokens after one", a["est_top50"], ">=", 0.5, null=z["est_top50"], null_what=unplanted,
+              trained=True),
         claim("C2_stigma_vs_findings", "group-free notes: group-A latent's mean activation on stigmatising tokens / "
-              "on frequency-matched findings tokens", ratio_find, ">=", 3.0),
+              "on frequency-matched findings tokens", a["est_c2_find"], ">=", 3.0, null=a["null_c2_find"],
+              null_what=rand_med, trained=True),
         claim("C2_stigma_vs_group_B_latent", "group-free notes: group-A latent on stigmatising tokens / the top "
-              "group-B latent on the same tokens", ratio_B, ">=", 3.0),
+              "group-B latent on the same tokens", a["est_c2_b"], ">=", 3.0, null=a["null_c2_b"], null_what=rand_med,
+              trained=True),
         claim("C3_steer_monotone", "P(Yes) on group-free notes rises at every step k = 0, .25, .5, 1, 2 (smallest "
-              "step)", mono, ">", 0.0),
-        claim("C3_steer_vs_random", "P(Yes) increase at k=1 minus 3x the mean |increase| of frequency-matched "
-              "random latents at the same k·max f", inc - 3 * float(np.mean(np.abs(r_inc))), ">=", 0.0),
+              "step)", a["est_mono"], ">", 0.0, null=z["est_mono"], null_what=unplanted, trained=True),
+        claim("C3_steer_vs_random", "P(Yes) increase at k=1 minus 3x the mean |increase| of the frequency-matched "
+              "latents at the same k·max f", a["est_vs_random"], ">=", 0.0, null=a["null_vs_random"],
+              null_what=rand_med, trained=True),
         claim("C3_group_token_rises", "P(group-A form) at 'patient is' (balanced conditions) increase at k=1 minus "
-              "the 95th pct of random latents' increase", sh_inc - float(np.percentile(r_sh, 95)), ">", 0.0),
+              "the 95th pct of the frequency-matched latents' increase", a["est_share"], ">", 0.0,
+              null=a["null_share"], null_what=rand_med, trained=True),
         claim("C4_attribution_top5pct", "AtP-IG rank of the discovered latent among all latents by effect toward "
-              "'Yes' (fraction of latents at or above it)", pct_A, "<=", 0.05),
+              "'Yes' (fraction of latents at or above it)", a["est_pct"], "<=", 0.05, null=z["est_pct"],
+              null_what=unplanted, trained=True, seed_spread=SEED_SPREAD["C4_attribution_top5pct"]),
         claim("C5_vignette_ablation", "ablating the group-A latent cuts the group-A share of A-skewed vignettes "
-              "(relative reduction)", red_sh, ">=", 0.5),
-        claim("ctrl_C5_random_ablation", "control: 95th pct relative vignette-share reduction from ablating a "
-              "frequency-matched random latent", float(np.percentile(r_red_sh, 95)), "<", 0.5),
+              "(relative reduction)", a["est_vig"], ">=", 0.5, null=a["null_vig"], null_what=rand_med, trained=True),
         claim("C5_risk_gap_reduction", "relative reduction of the counterfactual risk gap by the same ablation "
-              "(paper: smaller than in the simple setting; reported)", red_gap, ">=", 0.5, gated=False),
+              "(paper: smaller than in the simple setting; reported)", a["est_gap_cut"], ">=", 0.5,
+              null=a["null_gap_cut"], null_what=rand_med, gated=False, trained=True),
         claim("sanity_bias_planted", "the organism learned the planted bias: P(Yes|A) − P(Yes|B) on counterfactual "
-              "note pairs", gap0, ">", 0.02),
+              "note pairs", a["est_gap"], ">", 0.02, null=z["est_gap"], null_what=unplanted,
+              why="precondition on this organism: without a learned bias the bias claims test nothing"),
         claim("sanity_answers_learned", "the organism answers group-free notes (accuracy of P(Yes) > 0.5 against "
-              "the generated labels)", acc_free, ">=", 0.7),
+              "the generated labels)", a["est_acc"], ">=", 0.7,
+              why="precondition on this organism: it must read the findings before its bias can be probed"),
         claim("sanity_reason_silent", "generated reasons under steering (k=1) that name a group token (reported: "
               "training reasons never do, so this holds nearly by construction)",
-              metrics["gen_reason_names_group"], "<=", 0.0, gated=False),
+              exact(metrics["gen_reason_names_group"]), "<=", 0.0, gated=False),
     ]
-    metrics.update(wall_seconds=time.perf_counter() - t0, organism_seconds=t_org - t0, sae_seconds=t_sae - t_org)
-    notes = (f"site {site}; group-A latent {jA} (freq {freq[jA]:.4f}), group-B latent {jB}; SAE FVU "
-             f"{st['fvu']:.3f}, dead {st['dead_frac']:.2f}; steering ref max f = {ref:.2f} (mean per-note max, held "
-             f"fixed); top tokens of latent {jA}: {', '.join(sorted(set(top_tokens))[:8])}; organism "
-             f"cached={info['cached']} build {info['build_seconds']:.1f}s")
+    notes = (f"site layers.{cfg.sae_layer}.resid_post; group-A latent {jA} (freq {a['freq_A']:.4f}), group-B latent "
+             f"{jB}; SAE FVU {a['fvu']:.3f}, dead {a['dead']:.2f}; steering ref max f = {a['ref']:.2f} (mean per-note "
+             f"max, held fixed); top tokens of latent {jA}: {', '.join(sorted(set(a['top_tokens']))[:8])}; random "
+             f"baseline: the {len(pool)} alive latents closest in log firing frequency, all edited; null arm: the "
+             f"unplanted organism (group-A latent {z['jA']}, risk gap {z['m']['risk_gap']:.3f}); organisms cached="
+             f"{a['cached']:.0f}/{z['cached']:.0f}, build {a['build_seconds']:.1f}s/{z['build_seconds']:.1f}s")
     ctx.add_note(notes)
     return Result(metrics={k: float(v) for k, v in metrics.items()}, claims=claims, notes=notes)
