@@ -7,12 +7,18 @@ from full-precision DDIM trajectories. Arms, per seed: round-to-nearest, uniform
 sample weights, + meta-learned per-timestep-group DCT-band weights, both, and a control with fixed random weights
 of matched entropy. Metrics on shared evaluation noises: trajectory L2 to the FP samples, a Fréchet distance in
 the features of a digits MLP, classifier agreement with FP samples, error energy per DCT band.
+
+Seeds: the run reconstructs ``seeds`` calibration seeds ``ctx.seed * seeds + i`` (calibration and validation
+noise, mini-batch order, the control's draw); the FP model and the evaluation noises are fixed. Claims are
+decided on a t-interval over those seeds; the main claim's null arm is the fixed random reweighting of matched
+entropy. By construction of this reconstruction the outer (validation) loss is the unweighted inner objective on
+a second draw of the same distribution, so uniform weights are its fixed point in expectation: the main claim
+cannot hold by design here (see docs/ptq-meta-weighting.md).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +44,7 @@ from iclr26.diffusion.ptq import (
     set_quant_state,
 )
 from iclr26.runs import Result, RunContext, claim
+from iclr26.stats import bootstrap, spearman, t_interval
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,19 @@ LABELS = {"fp": "FP", "rtn": "RTN", "uniform": "uniform recon", "sample": "+ sam
           "both": "both (meta)", "ctrl_random": "random w (ctrl)"}  # fmt: skip
 FP_SEED = 1234  # FP model training (the reproduction's seeds vary calibration, not the FP model)
 EVAL_SEED = 987_654  # evaluation noises shared by all arms and seeds
+
+HEADLINE = "C1_traj_l2"
+SEEDS = {"smoke": 1, "default": 1, "paper": 1}  # the run reconstructs cfg.seeds calibration seeds itself
+_BY_DESIGN = ("cannot hold by design: the outer loss is the unweighted inner objective on a second draw of the same "
+              "distribution, so uniform weights are its fixed point")
+EXPECTED = {  # default preset (W3A8, 3 calibration seeds), measured 2026-12-06; docs/ptq-meta-weighting.md
+    "C1_traj_l2": ("inconclusive", f"{_BY_DESIGN}; uniform - both = +0.0062, -0.0032, +0.0128 -> 0.0053 "
+                   "[-0.0148, 0.0253] over 3 seeds (random-weight null +0.0005)"),
+    "C1_fd": ("inconclusive", f"{_BY_DESIGN}; FD gain +0.38, +0.50, -0.75 -> 0.04 [-1.67, 1.76] (null -0.92)"),
+    "sanity_rtn_gap": ("not held", "W3A8 RTN adds only 7 % to the 600-step FP model's FD (1.072 [1.071, 1.072] "
+                       "against 1.5): the FP model's own FD to real digits (152) dominates"),
+    "sanity_uniform_beats_rtn": "held",
+}
 
 
 @dataclass
@@ -87,7 +107,8 @@ class Config:
     meta_lr: float = param(1e-2, "Adam learning rate of the sample logits a and band logits b", low=0.0, high=10.0)
     components: bool = param(True, "also run the sample-only and frequency-only arms (claim 2)")
     control: bool = param(True, "also run the fixed random-weight control of matched entropy (claim 3)")
-    seeds: int = param(2, "seeds per arm (calibration noise, mini-batch order, control draw)", low=1, high=10)
+    seeds: int = param(3, "calibration seeds per arm (noise, mini-batch order, control draw): ctx.seed * seeds + i",
+                       low=1, high=10)
     n_eval: int = param(1000, "shared evaluation noises (DDIM samples per arm)", low=16, high=100_000)
     bootstrap: int = param(1000, "paired bootstrap resamples over the evaluation noises", low=10, high=100_000)
 
@@ -204,29 +225,27 @@ def _recon_cfg(cfg: Config, seed: int, arm: str, **kw) -> ReconConfig:
 
 def _job(job: tuple, com: _Common) -> dict[str, Any]:
     """One arm at one seed and weight width: build, calibrate, (reconstruct), sample, score."""
-    seed, bits, arm, fixed = job
+    i, seed, bits, arm, fixed = job
     cfg = com.cfg
-    from iclr26.diffusion.ddpm import DDPM
+    from iclr26.diffusion.ddpm import seeded_ddpm
 
-    torch.manual_seed(seed)
-    fp = DDPM(_ddpm_cfg(cfg))
+    fp = seeded_ddpm(_ddpm_cfg(cfg), FP_SEED)  # every weight is overwritten by the FP state below
     fp.load_state_dict(com.fp_state)
     fp.eval()
-    calib, val = com.calib[seed], com.val[seed]
+    calib, val = com.calib[i], com.val[i]
     q = quantize_model(fp, QuantConfig(w_bits=bits, a_bits=cfg.a_bits))
     calibrate_activations(q, calib.x, calib.t)
-    out: dict[str, Any] = {"seed": seed, "bits": bits, "arm": arm}
+    out: dict[str, Any] = {"i": i, "seed": seed, "bits": bits, "arm": arm}
     if arm == "rtn":
         model = set_quant_state(q, weight="nearest", act=True)
-        out["recon_s"] = out["meta_s"] = 0.0
     else:
         extra = {}
         if fixed is not None:
             extra = {"fixed_w": fixed[0], "fixed_beta": fixed[1]}
         rec = reconstruct(q, calib, val, _recon_cfg(cfg, seed, arm, **extra))
         model = rec.model
-        out.update(recon_s=rec.seconds, meta_s=rec.meta_seconds, w=rec.sample_weights, beta=rec.band_weights,
-                   t=calib.t, loss_end=float(np.mean(rec.history["loss"][-10:])))  # fmt: skip
+        out.update(w=rec.sample_weights, beta=rec.band_weights, t=calib.t,
+                   loss_end=float(np.mean(rec.history["loss"][-10:])))  # fmt: skip
     x, _ = ddim_generate(model, _ddim(fp), com.noise, cfg.ddim_steps)
     bands = radial_bands(8, 8, cfg.bands)
     out.update(_samples_metrics(x, com.fp_samples, com.judge, bands))
@@ -243,27 +262,16 @@ def _control_weights(both: dict[str, Any], seed: int, cfg: Config) -> tuple[torc
     return w_rand, torch.stack(rows)
 
 
-def _paired_ci(d: np.ndarray, reps: int, seed: int) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the mean of paired differences ``d`` (resampling noises)."""
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, len(d), (reps, len(d)))].mean(1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
 def _spearman_centroid(beta: np.ndarray) -> float:
-    """Spearman correlation between group index (large t first) and the beta-weighted band centroid."""
-    from scipy.stats import spearmanr
-
+    """Spearman correlation between group index (large t first) and the beta-weighted band centroid (NaN when
+    the centroid is the same in every group, e.g. beta never moved)."""
     k = np.arange(beta.shape[1])
     centroid = (beta * k).sum(1) / beta.sum(1)
-    if np.ptp(centroid) < 1e-12 or beta.shape[0] < 2:
-        return 0.0
-    return float(spearmanr(np.arange(beta.shape[0]), centroid).statistic)
+    return spearman(np.arange(beta.shape[0]), centroid)
 
 
 # ---------------------------------------------------------------------------- run
 def run(cfg: Config, ctx: RunContext) -> Result:
-    t_start = time.perf_counter()
     ctx.add_note("This is a RECONSTRUCTION of P18 from its abstract (no paper PDF or code was available); "
                  "fake quantization simulates accuracy, not speed or memory.")  # fmt: skip
     x_tr, y_tr, x_te, y_te = _digits_split()
@@ -273,29 +281,28 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     noise = torch.randn(cfg.n_eval, 1, 8, 8, generator=torch.Generator().manual_seed(EVAL_SEED))
     fp_samples, _ = ddim_generate(fp, ddim, noise, cfg.ddim_steps)
     fp_samples = fp_samples.clamp(-1, 1)
-    seeds = list(range(cfg.seeds))
-    calib = {s: collect_calibration(fp, ddim, cfg.n_calib_traj, cfg.ddim_steps, cfg.groups,
-                                    sample_shape=(1, 8, 8), seed=100 + s) for s in seeds}  # fmt: skip
-    val = {s: collect_calibration(fp, ddim, cfg.n_val_traj, cfg.ddim_steps, cfg.groups,
-                                  sample_shape=(1, 8, 8), seed=200 + s) for s in seeds}  # fmt: skip
+    seed_of = {i: ctx.seed * cfg.seeds + i for i in range(cfg.seeds)}  # --seed moves every calibration seed
+    seeds = list(seed_of)  # indices: metric names stay w{b}_{arm}_s{i}
+    calib = {i: collect_calibration(fp, ddim, cfg.n_calib_traj, cfg.ddim_steps, cfg.groups,
+                                    sample_shape=(1, 8, 8), seed=100 + s) for i, s in seed_of.items()}  # fmt: skip
+    val = {i: collect_calibration(fp, ddim, cfg.n_val_traj, cfg.ddim_steps, cfg.groups,
+                                  sample_shape=(1, 8, 8), seed=200 + s) for i, s in seed_of.items()}  # fmt: skip
     com = _Common(cfg, {k: v.clone() for k, v in fp.state_dict().items()}, calib, val, noise, fp_samples, judge)
     arms = ["rtn", "uniform"] + (["sample", "freq"] if cfg.components else []) + ["both"]
-    jobs = [(s, cfg.w_bits, a, None) for s in seeds for a in arms]
-    jobs += [(s, b, a, None) for b in cfg.extra_w_bits for s in seeds for a in ("rtn", "uniform", "both")]
+    jobs = [(i, seed_of[i], cfg.w_bits, a, None) for i in seeds for a in arms]
+    jobs += [(i, seed_of[i], b, a, None) for b in cfg.extra_w_bits for i in seeds for a in ("rtn", "uniform", "both")]
     cost = {"rtn": 0, "uniform": 1, "sample": 2, "freq": 2, "both": 2}
-    jobs.sort(key=lambda j: -cost[j[2]])  # longest first
-    t0 = time.perf_counter()
-    res = {(r["seed"], r["bits"], r["arm"]): r for r in parallel_map(_job, jobs, common=com, desc="ptq arms")}
+    jobs.sort(key=lambda j: -cost[j[3]])  # longest first
+    res = {(r["i"], r["bits"], r["arm"]): r for r in parallel_map(_job, jobs, common=com, desc="ptq arms")}
     if cfg.control:
-        ctrl = [(s, cfg.w_bits, "ctrl_random", _control_weights(res[(s, cfg.w_bits, "both")], s, cfg))
-                for s in seeds]  # fmt: skip
+        ctrl = [(i, seed_of[i], cfg.w_bits, "ctrl_random",
+                 _control_weights(res[(i, cfg.w_bits, "both")], seed_of[i], cfg)) for i in seeds]  # fmt: skip
         for r in parallel_map(_job, ctrl, common=com, desc="ptq control"):
-            res[(r["seed"], r["bits"], r["arm"])] = r
+            res[(r["i"], r["bits"], r["arm"])] = r
     arms_wb = arms + (["ctrl_random"] if cfg.control else [])
 
     fp_fd = frechet_distance(judge.features(fp_samples), judge.ref)
-    m: dict[str, float] = {"time_fp_train_s": train_s, "time_arms_s": time.perf_counter() - t0,
-                           "fp_fd": fp_fd, "judge_test_acc": judge.acc,
+    m: dict[str, float] = {"fp_trained_in_run": float(train_s > 0), "fp_fd": fp_fd, "judge_test_acc": judge.acc,
                            "real_vs_real_fd": frechet_distance(judge.features(x_tr), judge.ref)}  # fmt: skip
     for (s, b, a), r in res.items():
         p = f"w{b}_{a}_s{s}"
@@ -303,7 +310,6 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             m[f"{p}_{key}"] = r[key]
         for k, e in enumerate(r["band_err"]):
             m[f"{p}_band{k}_err"] = e
-        m[f"{p}_recon_s"], m[f"{p}_meta_s"] = r["recon_s"], r["meta_s"]
     for b in [cfg.w_bits, *cfg.extra_w_bits]:
         for a in {a for (_, bb, a) in res if bb == b}:
             for key in ("traj_l2", "fd", "agree"):
@@ -313,63 +319,67 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
     claims = _claims(cfg, res, seeds, m)
     _figures(cfg, ctx, res, seeds, arms_wb, fp_samples, m)
-    m["time_total_s"] = time.perf_counter() - t_start
-    notes = (f"Reconstruction of P18. W{cfg.w_bits}A{cfg.a_bits}, {cfg.seeds} seeds, {cfg.iters} iterations per arm, "
-             f"{cfg.n_eval} shared evaluation noises. FP training {train_s:.0f} s (0 = loaded from the cache).")  # fmt: skip
+    notes = (f"Reconstruction of P18. W{cfg.w_bits}A{cfg.a_bits}, calibration seeds {list(seed_of.values())}, "
+             f"{cfg.iters} iterations per arm, {cfg.n_eval} shared evaluation noises. FP model "
+             f"{'trained in this run' if train_s > 0 else 'loaded from the cache'}.")  # fmt: skip
     return Result(metrics=m, claims=claims, notes=notes)
 
 
 def _claims(cfg: Config, res: dict, seeds: list[int], m: dict[str, float]) -> list:
     b = cfg.w_bits
     r = lambda a, s: res[(s, b, a)]  # noqa: E731
+    over = lambda f: t_interval([f(s) for s in seeds], unit="seed")  # noqa: E731  # one value per calibration seed
     cl = []
     # sanity: there is a gap to close, and plain reconstruction closes part of it
     cl.append(claim("sanity_rtn_gap", f"sanity: RTN's FD-digits is at least 1.5x the FP model's (W{b}A{cfg.a_bits})",
-                    m[f"w{b}_rtn_fd_mean"] / max(m["fp_fd"], 1e-12), ">=", 1.5))  # fmt: skip
+                    over(lambda s: r("rtn", s)["fd"] / max(m["fp_fd"], 1e-12)), ">=", 1.5,
+                    why="precondition: quantization must leave a gap for reconstruction to close"))  # fmt: skip
     cl.append(claim("sanity_uniform_beats_rtn", "sanity: uniform reconstruction has lower trajectory L2 than RTN "
-                    "(mean over seeds; value = RTN - uniform)",
-                    m[f"w{b}_rtn_traj_l2_mean"] - m[f"w{b}_uniform_traj_l2_mean"], ">", 0.0))  # fmt: skip
-    # claim 1: both beats uniform, every seed, beyond the seed spread, with a paired bootstrap
+                    "(value = RTN - uniform, per seed)", over(lambda s: r("rtn", s)["traj_l2"] - r("uniform", s)["traj_l2"]),
+                    ">", 0.0, why="precondition: the reconstruction itself works"))  # fmt: skip
+    # claim 1: both beats uniform; null arm: fixed random reweighting of the learned entropy (no meta-learning)
     for key, name in (("traj_l2", "trajectory L2"), ("fd", "FD-digits")):
-        gains = [r("uniform", s)[key] - r("both", s)[key] for s in seeds]
-        cl.append(claim(f"C1_{key}_every_seed", f"both weightings beat uniform reconstruction on {name} in every "
-                        "seed (value = smallest paired gain uniform - both)", min(gains), ">", 0.0))  # fmt: skip
-        spread = m[f"w{b}_uniform_{key}_range"]
-        cl.append(claim(f"C1_{key}_gain_vs_spread", f"the mean {name} gain of both over uniform exceeds twice the "
-                        f"seed spread (range) of the uniform arm (value = gain - 2 x spread; spread {spread:.4g})",
-                        float(np.mean(gains)) - 2 * spread, ">", 0.0))  # fmt: skip
+        gain = over(lambda s, key=key: r("uniform", s)[key] - r("both", s)[key])
+        null = over(lambda s, key=key: r("uniform", s)[key] - r("ctrl_random", s)[key]) if cfg.control else None
+        cl.append(claim(f"C1_{key}", f"both weightings (sample + frequency, meta-learned) beat uniform reconstruction "
+                        f"on {name} (value = uniform - both, mean over calibration seeds)", gain, ">", 0.0,
+                        null=null, null_what="fixed random sample/band weights of the learned entropy",
+                        gated=cfg.control, trained=True,
+                        detail="per seed: " + ", ".join(f"{r('uniform', s)[key] - r('both', s)[key]:.4g}" for s in seeds)))  # fmt: skip
     d = np.mean([(r("uniform", s)["l2_per_noise"] - r("both", s)["l2_per_noise"]).numpy() for s in seeds], axis=0)
-    lo, hi = _paired_ci(d, cfg.bootstrap, 0)
-    m["C1_traj_l2_ci_lo"], m["C1_traj_l2_ci_hi"] = lo, hi
-    cl.append(claim("C1_traj_l2_bootstrap", "the paired bootstrap 95% CI (over evaluation noises) of uniform - both "
-                    "trajectory L2 excludes 0 (value = lower bound)", lo, ">", 0.0))  # fmt: skip
+    noise_est = bootstrap(d, unit="noise", n_resamples=cfg.bootstrap, seed=0)
+    m["C1_traj_l2_ci_lo"], m["C1_traj_l2_ci_hi"] = noise_est.lo, noise_est.hi
+    cl.append(claim("C1_traj_l2_noises", "the seed-averaged uniform - both trajectory L2 over the evaluation noises "
+                    "(spec's paired bootstrap; noises are not the independent unit across seeds: reported)",
+                    noise_est, ">", 0.0, gated=False))  # fmt: skip
     # claim 2: components, reported
     if cfg.components:
+        gains = {}
         for a in ("sample", "freq"):
-            g = float(np.mean([r("uniform", s)["traj_l2"] - r(a, s)["traj_l2"] for s in seeds]))
-            m[f"C2_{a}_traj_gain"] = g
+            g = over(lambda s, a=a: r("uniform", s)["traj_l2"] - r(a, s)["traj_l2"])
+            gains[a] = g.value
+            m[f"C2_{a}_traj_gain"] = g.value
             cl.append(claim(f"C2_{a}_only", f"{a}-only meta-weighting beats uniform reconstruction on trajectory L2 "
                             "(mean paired gain; reported)", g, ">", 0.0, gated=False))  # fmt: skip
-        both_g = float(np.mean([r("uniform", s)["traj_l2"] - r("both", s)["traj_l2"] for s in seeds]))
+        best = max(gains, key=gains.get)
         cl.append(claim("C2_complementary", "both beats the better single component on trajectory L2 (value = "
-                        "both's gain - best single gain; reported)",
-                        both_g - max(m["C2_sample_traj_gain"], m["C2_freq_traj_gain"]), ">", 0.0,
-                        gated=False))  # fmt: skip
-    # claim 3: fixed random reweighting of matched entropy does not match meta-learning
+                        f"{best} - both; reported)", over(lambda s: r(best, s)["traj_l2"] - r("both", s)["traj_l2"]),
+                        ">", 0.0, gated=False))  # fmt: skip
+    # claim 3: fixed random reweighting of matched entropy does not match meta-learning (reported; it is C1's null)
     if cfg.control:
-        dc = np.mean([(r("ctrl_random", s)["l2_per_noise"] - r("both", s)["l2_per_noise"]).numpy()
-                      for s in seeds], axis=0)  # fmt: skip
-        lo_c, hi_c = _paired_ci(dc, cfg.bootstrap, 1)
-        m["C3_ctrl_minus_both_ci_lo"], m["C3_ctrl_minus_both_ci_hi"] = lo_c, hi_c
-        cl.append(claim("ctrl_random_weights", "control: fixed random sample/band weights of the learned entropy do "
-                        "worse than meta-learned ones on trajectory L2 (value = lower 95% CI of control - both)",
-                        lo_c, ">", 0.0))  # fmt: skip
+        c3 = over(lambda s: r("ctrl_random", s)["traj_l2"] - r("both", s)["traj_l2"])
+        m["C3_ctrl_minus_both"] = c3.value
+        cl.append(claim("C3_beats_random", "fixed random sample/band weights of the learned entropy do worse than "
+                        "meta-learned ones on trajectory L2 (value = control - both; reported: the control is C1's "
+                        "null arm)", c3, ">", 0.0, gated=False))  # fmt: skip
     # claim 4: frequency hypothesis (soft)
-    rhos = [_spearman_centroid(r("both", s)["beta"].numpy()) for s in seeds]
-    m["C4_spearman_mean"] = float(np.mean(rhos))
+    rhos = np.array([_spearman_centroid(r("both", s)["beta"].numpy()) for s in seeds])
+    rho = over(lambda s: _spearman_centroid(r("both", s)["beta"].numpy()))
+    if np.isfinite(rhos).any():
+        m["C4_spearman_mean"] = float(np.nanmean(rhos))
     cl.append(claim("C4_freq_shift", "learned beta shifts to low bands at large t and high bands at small t "
                     "(Spearman of group index vs band centroid, mean over seeds; soft, reported)",
-                    float(np.mean(rhos)), "<", 0.0, gated=False))  # fmt: skip
+                    rho, "<", 0.0, gated=False))  # fmt: skip
     return cl
 
 
