@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26.claims import VERDICTS
 from iclr26.core.errors import UserError
 from iclr26.data.dishonesty import DishonestyWorld, generate_episodes, sum_prompts
 from iclr26.experiments import strategic_dishonesty as m
@@ -19,8 +20,18 @@ def test_smoke_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
     cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
     res = m.run(cfg, RunContext(tmp_path / "run", torch.device("cpu"), 0, "smoke"))
-    assert {c.name for c in res.claims} >= {"C1_transfer", "C2_specificity", "C3_steer_honest", "C4_steer_dishonest"}
+    by = {c.name: c for c in res.claims}
+    assert set(by) >= set(m.EXPECTED) | {"C1_transfer", "C2_specificity", "C3_steer_honest", "C4_steer_dishonest"}
     assert 0.0 <= res.metrics["auroc_topic"] <= 1.0
+    for c in res.claims:
+        assert c.verdict in VERDICTS and c.holds == (c.verdict == "held") and c.value == c.estimate.value
+        if c.gated and c.kind == "paper":
+            assert c.null is not None and c.trained, c.name  # organism claims: decided only over >= 3 seeds
+    # the transfer AUROC's interval is over the 9 test topics, the steering intervals over the 100 sums
+    assert by["C1_transfer"].estimate.unit == "topic" and by["C1_transfer"].estimate.n == 9
+    assert by["C3_steer_honest"].estimate.n == 100 and by["C3_steer_honest"].null.n >= 100
+    # one training seed: a decided verdict is not possible
+    assert all(by[n].verdict in ("inconclusive", "no power") for n in m.EXPECTED)
 
 
 def test_documents_lie_as_specified():
@@ -123,9 +134,11 @@ def test_gemma3_instructed_pairs_probe(tmp_path):
     except MissingAssetError as e:
         pytest.skip(str(e))
     by = {c.name: c for c in res.claims}
-    # the controls must hold; R1 (pooled transfer AUROC >= 0.85) is a measured result, reported either way
-    for name in ("ctrl_R1_random", "ctrl_R1_shuffled", "sanity_steer_restored"):
+    # the controls must hold; R1 (pooled transfer AUROC >= 0.85, its null arm = label-shuffled refits) is a
+    # measured result, reported either way
+    for name in ("ctrl_R1_random", "sanity_steer_restored"):
         assert by[name].holds, f"{name}: {by[name].value}"
+    assert by["R1_transfer"].null.value < 0.7 and by["R1_transfer"].estimate.unit == "statement"
     for r in ("currency", "symbol", "sum"):
         assert 0.0 <= res.metrics[f"auroc_transfer_{r}"] <= 1.0
     assert res.metrics["steer_logit_change"] > 0
