@@ -95,10 +95,19 @@ class FNO1d(nn.Module):
     Layer: ``h <- SiLU(K h + W h + T(t))`` with K spectral, W pointwise, T a per-layer time projection.
     """
 
-    def __init__(self, modes: int = 16, width: int = 32, n_layers: int = 4, time_dim: int = 32):
+    def __init__(self, modes: int = 16, width: int = 32, n_layers: int = 4, time_dim: int = 32,
+                 seed: int | None = None):
         super().__init__()
         if width < 1 or n_layers < 1 or time_dim < 2:
             raise UserError("FNO1d: need width >= 1, n_layers >= 1, time_dim >= 2")
+        if seed is None:
+            self._build(modes, width, n_layers, time_dim)
+        else:  # the weights depend on ``seed`` only; torch's global generator is left as it was
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seed))
+                self._build(modes, width, n_layers, time_dim)
+
+    def _build(self, modes: int, width: int, n_layers: int, time_dim: int) -> None:
         self.modes, self.width, self.n_layers, self.time_dim = modes, width, n_layers, time_dim
         self.lift = nn.Linear(2, width)  # channels: function value, grid coordinate
         self.time_mlp = nn.Sequential(nn.Linear(time_dim, width), nn.SiLU(), nn.Linear(width, width))

@@ -249,10 +249,12 @@ class FunctionalRectifiedFlow(BaseEstimator):
 
 
 @torch.no_grad()
-def straightness(velocity: Callable[[Tensor, Tensor], Tensor], x0: Tensor, *, steps: int = 100) -> float:
+def straightness(velocity: Callable[[Tensor, Tensor], Tensor], x0: Tensor, *, steps: int = 100,
+                 per_sample: bool = False) -> float | Tensor:
     """``S = int_0^1 E ||v(t, Z_t) - (Z_1 - Z_0)||_H^2 dt`` along Euler trajectories from ``x0`` ``[B, M]``.
 
-    Zero exactly when every trajectory is a straight line travelled at constant speed.
+    Zero exactly when every trajectory is a straight line travelled at constant speed. ``per_sample=True``
+    returns the ``[B]`` per-trajectory integrals instead of their mean (for an interval over trajectories).
     """
     z = x0
     vs = []
@@ -262,7 +264,8 @@ def straightness(velocity: Callable[[Tensor, Tensor], Tensor], x0: Tensor, *, st
         vs.append(v)
         z = z + h * v
     disp = z - x0
-    return float(torch.stack([functional_sq_norm(v - disp).mean() for v in vs]).mean())
+    per = torch.stack([functional_sq_norm(v - disp) for v in vs]).mean(0)
+    return per if per_sample else float(per.mean())
 
 
 def gaussian_rf_velocity(mean1: Tensor, cov0: Tensor, cov1: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
