@@ -23,8 +23,11 @@ def test_smoke_wires_everything(tmp_path):
                 "flow_disentangles_clayton"}  # fmt: skip
     assert headline <= names
     assert all(c.gated for c in res.claims if c.name in headline)
+    # every gated paper claim has DFI-OT (or, for the disentanglement gap, the Gaussian map itself) as null arm
+    assert all(c.null is not None and c.null_what for c in res.claims if c.name in headline)
+    assert exp.HEADLINE in headline
     controls = [c for c in res.claims if c.name.startswith("ctrl_")]
-    assert {"ctrl_ot_power_gap", "ctrl_power_rho0", "ctrl_ignored_flow_unscreened"} <= {c.name for c in controls}
+    assert {"ctrl_power_rho0", "ctrl_ignored_flow_unscreened"} <= {c.name for c in controls}
     assert not any(c.gated for c in controls) and all(c.statement.startswith("control:") for c in controls)
     assert all(np.isfinite(v) for v in res.metrics.values())
     for fig in ("power_type1", "intervals", "qq_c3", "diagnostics"):

@@ -353,13 +353,16 @@ class FlowDisentangler(BaseEstimator):
         if X.ndim != 2 or X.shape[0] < 2:
             raise UserError(f"FlowDisentangler needs X of shape [n >= 2, d], got {X.shape}")
         dev = torch.device(self.device)
-        torch.manual_seed(self.seed)  # weight init; training draws use fit_velocity's own generator
-        if self.velocity == "resmlp":
-            net = ResMLPVelocity(X.shape[1], hidden=self.hidden, blocks=self.depth, time_dim=self.time_dim)
-        elif self.velocity == "mlp":
-            net = MLPVelocity(X.shape[1], hidden=self.hidden, depth=self.depth, time_dim=self.time_dim)
-        else:
+        if self.velocity not in ("resmlp", "mlp"):
             raise UserError(f"FlowDisentangler velocity must be 'resmlp' or 'mlp', got {self.velocity!r}")
+        # weight init from self.seed only (torch's global generator is left as it was); training draws use
+        # fit_velocity's own generator
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            if self.velocity == "resmlp":
+                net = ResMLPVelocity(X.shape[1], hidden=self.hidden, blocks=self.depth, time_dim=self.time_dim)
+            else:
+                net = MLPVelocity(X.shape[1], hidden=self.hidden, depth=self.depth, time_dim=self.time_dim)
         self.velocity_ = net.to(dev)
         self.losses_ = fit_velocity(
             self.velocity_, torch.from_numpy(X), steps=self.steps, batch_size=self.batch_size, lr=self.lr,
