@@ -29,9 +29,16 @@ def test_smoke_runs_and_writes(tmp_path, monkeypatch):
     res = _run(tmp_path)
     assert all(math.isfinite(v) for v in res.metrics.values())
     names = {c.name for c in res.claims}
-    assert {"C1_cultural_drop", "C1_above_random", "C1_nlu_kept", "ctrl_random_drop", "C3_specific",
-            "ctrl_C3_random", "C4_siblings", "C5_finetune", "sanity_ft_learned"} <= names
+    assert {"C1_cultural_drop", "C1_above_random", "C1_nlu_kept", "C3_specific", "C4_siblings", "C5_finetune",
+            "sanity_ft_learned"} <= names
     assert not next(c for c in res.claims if c.name == "C2_reading_filter").gated
+    by = {c.name: c for c in res.claims}
+    for c in res.claims:
+        assert c.kind != "paper" or not c.gated or c.null is not None
+    # the cultural intervals resample facts (country, topic), not the shuffles of one fact
+    assert by["C1_cultural_drop"].estimate.unit == "fact" and by["C1_cultural_drop"].trained
+    assert by["C1_cultural_drop"].estimate.n == 4 * 3  # smoke: 4 countries x 3 test topics
+    assert by["C3_specific"].estimate.unit == "country"
     assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == [
         "accuracy_drop", "finetune", "layer_histogram", "specific_heatmap"]
     sel = json.loads((tmp_path / "selection.json").read_text())
@@ -131,6 +138,14 @@ def test_country_mcqs():
         D.country_mcqs("flag")
 
 
+def test_seed_changes_results(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
+    a = m.run(cfg, RunContext(tmp_path / "a", torch.device("cpu"), 0, "smoke")).metrics
+    b = m.run(cfg, RunContext(tmp_path / "b", torch.device("cpu"), 1, "smoke")).metrics
+    assert a != b
+
+
 def test_config_validate():
     with pytest.raises(UserError, match="divisible"):
         dataclasses.replace(m.Config(), d=30, heads=4).validate()
@@ -216,3 +231,5 @@ def test_gemma3_culture_units(tmp_path, fmt, n_items):
         # mapping would put these near chance (0.25)
         assert res.metrics["acc_clean_neuron_split"] >= 0.75 and res.metrics["acc_clean_nlu"] >= 0.75
     assert {c.name for c in res.claims} == {"sanity_R_clean_above_chance", "R1_drop_vs_random", "R1_nlu_kept"}
+    r1 = next(c for c in res.claims if c.name == "R1_drop_vs_random")
+    assert r1.null is not None and r1.estimate.unit == "fact"

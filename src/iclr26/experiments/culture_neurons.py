@@ -15,8 +15,8 @@ suppression against random units on Gemma 3 270M over 140 country facts, in cloz
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ from iclr26.interp.unit_scores import (
 from iclr26.lm import WordTokenizer, tiny_lm
 from iclr26.lm.train import cached_organism, train_lm
 from iclr26.runs import Result, RunContext, claim
+from iclr26.stats import Est, bootstrap, cluster_bootstrap, mean_over, random_baseline
 
 DESCRIPTION = (
     "Culture neurons (CULNIG) on a tiny Llama organism that knows eight synthetic countries' facts as MCQs: "
@@ -56,6 +57,23 @@ DESCRIPTION = (
     "held-out topics, and NLU fine-tuning in the layer richest vs poorest in culture-general units."
 )
 WORKLOAD = "small"
+HEADLINE = "C1_cultural_drop"
+# one organism per seed; a cold organism costs ~2 min of CPU, so three seeds would break the default budget and the
+# trained claims stay inconclusive at the default preset (decided with --seeds 3 or the paper preset)
+SEEDS = {"smoke": 1, "default": 1, "paper": 3}
+_ONE = "one trained organism (default runs one seed; docs/culture-neurons.md)"
+EXPECTED: dict[str, Any] = {
+    "C1_cultural_drop": ("inconclusive", f"would be not held: 0.0125 [-0.025, 0.05] over 24 facts vs >= 0.15; {_ONE}"),
+    "C1_above_random": ("inconclusive", "-0.009 [-0.15, 0.042] over 24 facts (random p95 folded in) straddles 0"),
+    "C1_nlu_kept": ("inconclusive", "0.035 [0.01, 0.06] over 200 items straddles 0.03; random units give 0.005"),
+    "sanity_clean_cultural": ("inconclusive", "clean test accuracy 0.875 [0.817, 0.929] over 24 facts straddles 0.9"),
+    "sanity_clean_nlu": "held",
+    "C3_specific": ("inconclusive", f"would be not held: -0.051 [-0.133, 0.032] over 8 countries vs >= 0.10; {_ONE}"),
+    "C4_siblings": ("inconclusive", "5 of 8 countries: 0.625 [0.25, 0.875] straddles 0.75 (random units: 0.125)"),
+    "sanity_ft_learned": ("not held", "the poorest layer's MLP reaches 0.79 [0.73, 0.84] < 0.9 on `min` in 500 steps"),
+    "C5_finetune": ("inconclusive", "0.046 [-0.019, 0.108] over 24 facts straddles 0.05; two fine-tuning seeds of "
+                    "the same layer already differ by 0.26 (null), so it could not show the layer effect anyway"),
+}
 RC_COUNTRIES = ("China", "Indonesia", "Iran", "Mexico", "South Korea", "Spain", "the United Kingdom",
                 "the United States")
 
@@ -85,7 +103,8 @@ class Config:
     z_min: float = param(0.5, "culture-specific: minimum z-score across countries", low=-3.0, high=3.0)
     sens_factor: float = param(3.0, "sensitivity run (reported only): selection fractions times this (capped at 1)",
                                low=1.0, high=100.0)
-    n_random: int = param(20, "random unit sets of equal count", low=2, high=1000)
+    n_random: int = param(100, "random unit sets of equal count (>= 100: their 95th percentile is the baseline)",
+                          low=100, high=5000)
     ft_steps: int = param(500, "fine-tuning steps on the held-back NLU task (min; batch 32)", low=1, high=10_000)
     ft_lr: float = param(5e-3, "fine-tuning learning rate", low=0.0, high=0.01, low_open=True)
     ft_seeds: int = param(2, "fine-tuning seeds per arm", low=1, high=10)
@@ -108,11 +127,11 @@ class Config:
 
 PRESETS = {
     "smoke": {"d": 32, "layers": 2, "ff": 64, "steps": 60, "n_countries": 4, "n_score_per": 1, "n_reading": 2,
-              "n_eval_per": 2, "n_nlu": 16, "n_random": 3, "ft_steps": 5, "ft_seeds": 1, "real_max_items": 6,
+              "n_eval_per": 2, "n_nlu": 16, "n_random": 100, "ft_steps": 5, "ft_seeds": 1, "real_max_items": 6,
               "real_n_random": 2},
     "default": {},
     "paper": {"d": 128, "layers": 8, "ff": 1024, "steps": 6000, "n_score_per": 10, "n_reading": 20,
-              "n_eval_per": 20, "n_nlu": 500, "n_random": 50, "ft_seeds": 5},
+              "n_eval_per": 20, "n_nlu": 500, "n_random": 200, "ft_seeds": 5},
 }
 
 
@@ -183,13 +202,11 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         return _run_real(cfg, ctx)
     import matplotlib.pyplot as plt
 
-    t0 = time.perf_counter()
     seed = ctx.seed
     world = CultureWorld(cfg.n_countries, cfg.n_values, cfg.share, seed)
     model, tok, info = _organism(cfg, world, seed)
     model = model.cpu().eval()
-    metrics: dict[str, float] = {"organism_build_seconds": float(info["build_seconds"]),
-                                 "organism_cached": float(info["cached"])}
+    metrics: dict[str, float] = {}  # whether the organism came from the cache is in the notes, not a metric
     countries = world.countries
     rng = np.random.default_rng(seed + 101)
 
@@ -244,27 +261,34 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     enc = {k: encode_items(tok, v) for k, v in sets.items()}
     tg = np.array(tgroups)
 
-    def evaluate(units=None):
+    def evaluate(units=None, keys=None):
+        keys = list(sets) if keys is None else keys
         if units is None or len(units) == 0:
-            return {k: _correct(model, *enc[k]) for k in sets}
+            return {k: _correct(model, *enc[k]) for k in keys}
         with edit_unit_set(model, layout, units, factor=0.0):
-            return {k: _correct(model, *enc[k]) for k in sets}
+            return {k: _correct(model, *enc[k]) for k in keys}
 
     def acc(res):
         return {k: float(v.mean()) for k, v in res.items()}
 
     clean_raw = evaluate()
     clean = acc(clean_raw)
-    supp = acc(evaluate(general))
+    supp_raw = evaluate(general)
+    supp = acc(supp_raw)
     drops = {k: clean[k] - supp[k] for k in sets}
-    rand_drops = {k: [] for k in sets}
+    rand_drops: dict[str, list[float]] = {k: [] for k in sets}
+    rand_rows = {k: np.zeros(len(v)) for k, v in sets.items()}  # per row: mean correctness over the random sets
+    claim_sets = ("cultural_test", "nlu_cmp", "nlu_same")  # every random set; the other sets (reported) the first 20
     for r in range(cfg.n_random):
         ru = random_units(layout, n_gen, seed=seed * 1000 + r)
-        a = acc(evaluate(ru))
-        for k in sets:
-            rand_drops[k].append(clean[k] - a[k])
+        res = evaluate(ru, None if r < 20 else claim_sets)
+        for k, v in res.items():
+            rand_drops[k].append(clean[k] - float(v.mean()))
+            rand_rows[k] += v
     rd = {k: np.array(v) for k, v in rand_drops.items()}
-    nofilt = acc(evaluate(general_nofilter))
+    rand_rows = {k: v / len(rand_drops[k]) for k, v in rand_rows.items()}
+    nofilt_raw = evaluate(general_nofilter)
+    nofilt = acc(nofilt_raw)
     sens = acc(evaluate(general_sens))
     sens_r = acc(evaluate(random_units(layout, int(general_sens.numel()), seed=seed * 1000 + 999)))
     for k in sets:
@@ -272,7 +296,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         metrics[f"acc_suppressed_{k}"] = supp[k]
         metrics[f"drop_{k}"] = drops[k]
         metrics[f"drop_random_mean_{k}"] = float(rd[k].mean())
-        metrics[f"drop_random_p95_{k}"] = float(np.percentile(rd[k], 95))
+        metrics[f"drop_random_p95_{k}"] = float(np.quantile(rd[k], 0.95))
         metrics[f"drop_nofilter_{k}"] = clean[k] - nofilt[k]
         metrics[f"drop_sens_{k}"] = clean[k] - sens[k]
         metrics[f"drop_sens_random_{k}"] = clean[k] - sens_r[k]
@@ -298,19 +322,25 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     has = np.array([specific[c].numel() > 0 for c in countries])
     eye = np.eye(G, dtype=bool)
 
-    def target_minus_others(M):
-        v = [M[i, i] - M[i, ~eye[i]].mean() for i in range(G) if has[i]]
-        return float(np.mean(v)) if v else 0.0
+    def target_minus_others(M) -> np.ndarray:  # one value per country that has culture-specific units
+        return np.array([M[i, i] - M[i, ~eye[i]].mean() for i in range(G) if has[i]])
 
-    c3 = target_minus_others(drop_mat)
-    c3_rand = target_minus_others(rdrop_mat)
-    sib_wins = 0
-    for i, c in enumerate(countries):
-        j = countries.index(world.sibling(c))
-        unrelated = [e for e in range(G) if e not in (i, j)]
-        sib_wins += int(has[i] and drop_mat[i, j] > drop_mat[i, unrelated].mean())
+    def sibling_wins(M) -> np.ndarray:  # per country: its sibling drops more than the unrelated ones (no units: 0)
+        out = []
+        for i, c in enumerate(countries):
+            j = countries.index(world.sibling(c))
+            unrelated = [e for e in range(G) if e not in (i, j)]
+            out.append(float(has[i] and M[i, j] > M[i, unrelated].mean()))
+        return np.array(out)
+
+    c3_v, c3_rand_v = target_minus_others(drop_mat), target_minus_others(rdrop_mat)
+    c3 = float(c3_v.mean()) if c3_v.size else float("nan")
+    c3_rand = float(c3_rand_v.mean()) if c3_rand_v.size else float("nan")
+    wins, wins_rand = sibling_wins(drop_mat), sibling_wins(rdrop_mat)
+    sib_wins = int(wins.sum())
     metrics.update(specific_target_minus_others=c3, specific_target_minus_others_random=c3_rand,
-                   sibling_wins=float(sib_wins), countries_with_specific=float(has.sum()))
+                   sibling_wins=float(sib_wins), sibling_wins_random=float(wins_rand.sum()),
+                   countries_with_specific=float(has.sum()))
 
     # ---------------------------------------------------------------- fine-tuning on the held-back NLU task
     per_layer = np.asarray(mlp_layers)
@@ -320,7 +350,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     prng = np.random.default_rng(seed + 303)
     min_eval = encode_items(tok, [world.nlu(prng, "min") for _ in range(cfg.n_nlu)])
     metrics["min_acc_before"] = float(_correct(model, *min_eval).mean())
-    ft = {"a": [], "b": []}
+    ft: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+    ft_rows: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"a": [], "b": []}  # (min task rows, cultural rows)
     for arm, L in (("a", layer_a), ("b", layer_b)):
         for s in range(cfg.ft_seeds):
             m2 = copy.deepcopy(model)
@@ -335,9 +366,10 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
             train_lm(m2, sampler, cfg.ft_steps, 32, cfg.ft_lr, seed * 100 + s, params=params, weight_decay=0.0,
                      desc=f"fine-tune L{L}")
-            min_acc = float(_correct(m2, *min_eval).mean())
-            cult = float(_correct(m2, *enc["cultural_test"]).mean())
-            ft[arm].append((min_acc, clean["cultural_test"] - cult))
+            min_rows = _correct(m2, *min_eval).astype(float)
+            cult_rows = _correct(m2, *enc["cultural_test"]).astype(float)
+            ft_rows[arm].append((min_rows, cult_rows))
+            ft[arm].append((float(min_rows.mean()), clean["cultural_test"] - float(cult_rows.mean())))
     fa, fb = np.array(ft["a"]), np.array(ft["b"])
     c5 = float(fa[:, 1].mean() - fb[:, 1].mean())
     metrics.update(ft_layer_richest=float(layer_a), ft_layer_poorest=float(layer_b),
@@ -395,39 +427,90 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                                       "drop_matrix": drop_mat.tolist(), "random_drops": {k: v.tolist()
                                                                                          for k, v in rd.items()}})
 
-    nlu_drop = max(drops["nlu_cmp"], drops["nlu_same"])
+    # ---------------------------------------------------------------- claims: intervals over the independent unit
+    # test-split MCQs are n_eval_per shuffles of each (country, topic) fact: the fact is the unit resampled
+    facts = np.array([f"{w[1]}/{w[2]}" for w, _g in test])
+    ct = clean_raw["cultural_test"].astype(float)
+
+    def over_facts(rows: np.ndarray) -> Est:
+        return cluster_bootstrap(lambda ix: float(rows[ix].mean()), facts, unit="fact", seed=seed)
+
+    def item_boot(stat, *rows: np.ndarray, paired: bool = False) -> Est:
+        return bootstrap(tuple(np.asarray(r, float) for r in rows), stat, unit="item", seed=seed, paired=paired)
+
+    c1_est = over_facts(ct - supp_raw["cultural_test"])
+    c1_null = over_facts(ct - rand_rows["cultural_test"])
+    rb = random_baseline(rd["cultural_test"], unit="random set")
+    c1_margin = Est(c1_est.value - rb.value, c1_est.lo - rb.hi, c1_est.hi - rb.lo, "fact", c1_est.n,
+                    "cluster-bootstrap minus the random sets' 95th percentile")
+    med = float(np.median(rd["cultural_test"])) - rb.value
+    c1_margin_null = Est(med, med, med, "random set", int(rd["cultural_test"].size),
+                         "median random set minus the 95th percentile")
+
+    def worst_nlu(cmp_rows, same_rows):
+        return max(float(np.mean(cmp_rows)), float(np.mean(same_rows)))
+
+    nlu = {k: clean_raw[k].astype(float) for k in ("nlu_cmp", "nlu_same")}
+    nlu_est = item_boot(worst_nlu, nlu["nlu_cmp"] - supp_raw["nlu_cmp"], nlu["nlu_same"] - supp_raw["nlu_same"])
+    nlu_null = item_boot(worst_nlu, nlu["nlu_cmp"] - rand_rows["nlu_cmp"], nlu["nlu_same"] - rand_rows["nlu_same"])
+    c2_est = item_boot(np.mean, supp_raw["reading"].astype(float) - nofilt_raw["reading"].astype(float))
+    c3_est = mean_over(c3_v, unit="country")
+    c3_null = mean_over(c3_rand_v, unit="country")
+    c4_est = bootstrap(wins, np.mean, unit="country", seed=seed)
+    c4_null = bootstrap(wins_rand, np.mean, unit="country", seed=seed)
+    ft_min = [r for arm in ("a", "b") for r, _c in ft_rows[arm]]
+    ft_est = item_boot(lambda *v: min(float(np.mean(x)) for x in v), *ft_min, paired=True)
+    # C5: cultural drop (a) - (b) = mean correctness after (b) - after (a), per test row, mean over fine-tuning seeds
+    after_a = np.mean([c for _m, c in ft_rows["a"]], axis=0)
+    after_b = np.mean([c for _m, c in ft_rows["b"]], axis=0)
+    c5_est = over_facts(after_b - after_a)
+    if len(ft_rows["b"]) >= 2:  # null: two fine-tuning seeds of the same arm (b), drop(seed 1) - drop(seed 0)
+        c5_null = over_facts(ft_rows["b"][0][1] - ft_rows["b"][1][1])
+    else:
+        c5_null = Est(float("nan"), float("nan"), float("nan"), "fact", 0, "needs ft_seeds >= 2")
+    one_org = "depends on the one trained organism"
     claims = [
         claim("C1_cultural_drop", "suppressing the culture-general units lowers test-topic cultural accuracy "
-              "(points, as a fraction)", drops["cultural_test"], ">=", 0.15),
-        claim("C1_above_random", "that drop minus the 95th percentile of equal-count random unit sets",
-              drops["cultural_test"] - float(np.percentile(rd["cultural_test"], 95)), ">", 0.0),
-        claim("C1_nlu_kept", "largest NLU accuracy drop (cmp, same) under the same suppression", nlu_drop,
-              "<=", 0.03),
-        claim("ctrl_random_drop", "control: mean cultural drop of the random unit sets", float(rd["cultural_test"]
-              .mean()), "<=", 0.03),
+              "(points, as a fraction)", c1_est, ">=", 0.15, null=c1_null,
+              null_what=f"mean drop of {cfg.n_random} equal-count random unit sets", trained=True,
+              detail=f"{n_gen} units; {len(set(facts))} facts x {cfg.n_eval_per} shuffles; {one_org}"),
+        claim("C1_above_random", "that drop minus the 95th percentile of equal-count random unit sets", c1_margin,
+              ">", 0.0, null=c1_margin_null, null_what="median random set's drop minus the 95th percentile",
+              trained=True, detail=f"random p95 {rb.value:.4g} [{rb.lo:.4g}, {rb.hi:.4g}] over {rb.n} sets"),
+        claim("C1_nlu_kept", "largest NLU accuracy drop (cmp, same) under the same suppression", nlu_est, "<=", 0.03,
+              null=nlu_null, null_what="the same under the random unit sets (mean per item)", trained=True),
         claim("sanity_clean_cultural", "sanity: the organism answers the test-topic MCQs before any edit",
-              clean["cultural_test"], ">=", 0.9),
+              over_facts(ct), ">=", 0.9, why="precondition: suppression can only remove knowledge the organism has"),
         claim("sanity_clean_nlu", "sanity: the organism solves both NLU tasks before any edit",
-              min(clean["nlu_cmp"], clean["nlu_same"]), ">=", 0.9),
+              item_boot(lambda a, b: min(float(np.mean(a)), float(np.mean(b))), nlu["nlu_cmp"], nlu["nlu_same"]),
+              ">=", 0.9, why="precondition of C1_nlu_kept"),
         claim("sanity_fraction_selected", "sanity: selected units (general and specific) as a fraction of all "
-              "units", metrics["frac_selected"], "<", 0.01, gated=False,
+              "units", Est(metrics["frac_selected"], metrics["frac_selected"], metrics["frac_selected"], "exact", U,
+                           "count"), "<", 0.01, gated=False,
               detail="follows from the rule's fractions (1 % / 0.2 % / 0.3 % per country); reported only"),
         claim("C0_early_mid_mlp", "share of culture-general MLP units outside the last quarter of layers "
-              f"(uniform: {early / cfg.layers:.2f})", metrics["general_mlp_share_early_mid"], ">",
+              f"(uniform: {early / cfg.layers:.2f})", Est(metrics["general_mlp_share_early_mid"],
+                                                          metrics["general_mlp_share_early_mid"],
+                                                          metrics["general_mlp_share_early_mid"], "exact", n_gen,
+                                                          "count"), ">",
               early / cfg.layers, gated=False, detail="spec §5: 4 layers cannot test 'shallow-to-middle'; plotted"),
         claim("C2_reading_filter", "CountryRC drop without the reading filter minus with it (reported; gating it "
-              "would be circular)", metrics["drop_nofilter_reading"] - drops["reading"], ">=", 0.0, gated=False),
+              "would be circular)", c2_est, ">=", 0.0, gated=False),
         claim("C3_specific", "culture-specific units: drop on the target country minus mean drop on the others",
-              c3, ">=", 0.10),
-        claim("ctrl_C3_random", "control: the same with equal-count random units per country", c3_rand, "<", 0.05),
-        claim("C4_siblings", f"countries whose sibling drops more than the unrelated countries (of {G})",
-              float(sib_wins), ">=", float(int(np.ceil(0.75 * G)))),
+              c3_est, ">=", 0.10, null=c3_null, null_what="the same with equal-count random units per country",
+              trained=True, detail="each country's test accuracy rests on its 3 test-topic facts"),
+        claim("C4_siblings", f"fraction of the {G} countries whose sibling drops more than the unrelated countries "
+              "(countries without specific units count as misses)", c4_est, ">=", 0.75, null=c4_null,
+              null_what="the same with equal-count random units per country", trained=True,
+              detail=f"{sib_wins} of {G}"),
         claim("sanity_ft_learned", "sanity: both fine-tuning arms learn the new NLU task (min accuracy)",
-              metrics["ft_min_acc_min"], ">=", 0.9),
+              ft_est, ">=", 0.9, why="precondition of C5: both arms must learn the task they are fine-tuned on"),
         claim("C5_finetune", "cultural drop after fine-tuning the richest layer's MLP minus the poorest layer's "
-              "(mean over seeds)", c5, ">=", 0.05),
+              "(mean over fine-tuning seeds)", c5_est, ">=", 0.05, null=c5_null,
+              null_what="two fine-tuning seeds of the poorest layer: drop(seed 1) - drop(seed 0)", trained=True,
+              detail=f"layers a={layer_a} ({per_layer[layer_a]} units), b={layer_b} ({per_layer[layer_b]} units; "
+              f"{int((per_layer == per_layer[layer_b]).sum())} layer(s) tie for fewest, the first is taken)"),
     ]
-    metrics["wall_seconds"] = time.perf_counter() - t0
     note = (f"{n_gen} culture-general units ({metrics['n_general_mlp']} MLP) of {U}; per-layer MLP counts "
             f"{per_layer.tolist()}; fine-tuned layers a={layer_a}, b={layer_b}; organism cached={info['cached']} "
             f"build {info['build_seconds']:.1f}s")
@@ -493,7 +576,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
 
     from iclr26.lm.loading import load_model
 
-    t0 = time.perf_counter()
     model, tok = load_model("gemma-3-270m")  # MissingAssetError names the install command
     model.eval()
     letter_ids = {}
@@ -538,19 +620,22 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         prompts, _, gold, choices = _real_items(tok, v, cfg.real_format, letter_ids)
         enc[k] = (_real_batches(tok, prompts, bs), gold, choices)
 
-    def evaluate(units=None):
+    def evaluate_rows(units=None):  # per item: correct (1.0) or not
         def one():
-            return {k: float(np.concatenate([_correct(model, b, g[i * bs:(i + 1) * bs], ch[i * bs:(i + 1) * bs])
-                                             for i, b in enumerate(bb)]).mean()) for k, (bb, g, ch) in enc.items()}
+            return {k: np.concatenate([_correct(model, b, g[i * bs:(i + 1) * bs], ch[i * bs:(i + 1) * bs])
+                                       for i, b in enumerate(bb)]).astype(float) for k, (bb, g, ch) in enc.items()}
 
         if units is None:
             return one()
         with edit_unit_set(model, layout, units, factor=0.0):
             return one()
 
-    clean = evaluate()
-    supp = evaluate(general)
-    rnd = [evaluate(random_units(layout, n_gen, seed=ctx.seed * 1000 + r)) for r in range(cfg.real_n_random)]
+    clean_rows = evaluate_rows()
+    supp_rows = evaluate_rows(general)
+    rnd_rows = [evaluate_rows(random_units(layout, n_gen, seed=ctx.seed * 1000 + r)) for r in range(cfg.real_n_random)]
+    clean = {k: float(v.mean()) for k, v in clean_rows.items()}
+    supp = {k: float(v.mean()) for k, v in supp_rows.items()}
+    rnd = [{k: float(v.mean()) for k, v in r.items()} for r in rnd_rows]
     metrics: dict[str, float] = {"n_units": float(D.shape[1]), "n_general": float(n_gen),
                                  "n_neuron_items": float(len(neuron)), "n_test_items": float(len(test)),
                                  "general_mlp": float(counts["mlp.gate"].sum())}
@@ -574,17 +659,27 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     ctx.save_figure(fig, "layer_histogram", "Gemma 3 270M: culture-general units per layer and module")
     plt.close(fig)
 
+    # R1: per test fact, correctness under the random sets (mean) minus under the selected units; every random set
+    # costs a full pass of a 270M model, so the comparison is with the random sets' mean, not a 95th percentile
+    # of >= 100 of them. Null: one random set against the mean of the others.
+    def vs_random(rows, others):
+        return bootstrap(np.mean([r["test"] for r in others], axis=0) - rows["test"], unit="fact", seed=ctx.seed)
+
+    r1_est = vs_random(supp_rows, rnd_rows)
+    r1_null = vs_random(rnd_rows[0], rnd_rows[1:])
+    metrics["drop_test_minus_random_mean"] = r1_est.value
     claims = [
         claim("sanity_R_clean_above_chance", "sanity: clean test-split accuracy above chance (0.25) + 0.1",
-              clean["test"], ">=", 0.35),
-        claim("R1_drop_vs_random", "test-split drop from suppressing culture-general units minus the largest "
-              f"drop of {cfg.real_n_random} random sets", metrics["drop_test"] - metrics["drop_random_max_test"],
-              ">", 0.0),
+              bootstrap(clean_rows["test"], unit="fact", seed=ctx.seed), ">=", 0.35,
+              why="precondition: there is knowledge on the test split to suppress"),
+        claim("R1_drop_vs_random", "test-split drop from suppressing culture-general units minus the mean drop of "
+              f"{cfg.real_n_random} equal-count random sets", r1_est, ">", 0.0, null=r1_null,
+              null_what="one random set minus the mean of the others"),
         claim("R1_nlu_kept", f"NLU proxy ({'antonyms' if cfg.real_format == 'cloze' else 'largest number'}) "
-              "accuracy drop under the same suppression", metrics["drop_nlu"], "<=", 0.05, gated=False,
+              "accuracy drop under the same suppression",
+              bootstrap(clean_rows["nlu"] - supp_rows["nlu"], unit="item", seed=ctx.seed), "<=", 0.05, gated=False,
               detail="reported: the proxy shares the question format with the country questions"),
     ]
-    metrics["wall_seconds"] = time.perf_counter() - t0
     note = (f"Gemma 3 270M ({cfg.real_format} format): {n_gen} culture-general units of {int(D.shape[1])} "
             f"({int(counts['mlp.gate'].sum())} MLP); an exercise of the pipeline on a real model, not a test of "
             "the paper")
