@@ -14,6 +14,7 @@ from iclr26.core.errors import UserError
 from iclr26.data import reasoning as R
 from iclr26.experiments import reasoning_misalignment as m
 from iclr26.runs import RunContext
+from iclr26.stats import spearman
 
 
 def _run(tmp_path, preset="smoke", **over):
@@ -28,6 +29,13 @@ def test_smoke_runs_and_writes(tmp_path, monkeypatch):
     names = {c.name for c in res.claims}
     assert {"C1", "C2_flagged", "C2_ablation", "C3_spearman", "C3_partial", "C4", "C5"} <= names
     assert not next(c for c in res.claims if c.name == "C5").gated
+    by = {c.name: c for c in res.claims}
+    for c in res.claims:
+        assert c.verdict in ("held", "not held", "inconclusive", "no power")
+        assert c.kind != "paper" or not c.gated or c.null is not None
+    # the misalignment intervals resample the six harmful markers; C3 resamples checkpoints
+    assert by["C1"].estimate.unit == "marker" and by["C3_spearman"].estimate.unit == "checkpoint"
+    assert by["C1"].trained and by["C3_spearman"].trained
     recs = json.loads((tmp_path / "checkpoints.json").read_text())
     assert len(recs) == 3 * m.PRESETS["smoke"]["checkpoints"]
     assert {r["cond"] for r in recs} == {"T", "C", "P"}
@@ -67,10 +75,29 @@ def test_partial_spearman_oracle():
     z = np.arange(30.0)
     x = z + rng.normal(size=30)
     y = z + rng.normal(size=30)
-    assert m._spearman(x, y) > 0.9
+    assert spearman(x, y) > 0.9
     assert abs(m._partial_spearman(x, y, z)) < 0.5  # both only follow z
     y2 = x + 0.1 * rng.normal(size=30)
     assert m._partial_spearman(x, y2, z) > 0.8
+
+
+def test_random_head_sets_exclude_flagged():
+    rng = np.random.default_rng(0)
+    sets, enumerated = m._random_head_sets([(1, 2)], layers=2, heads=4, n_draws=100, rng=rng)
+    assert enumerated and sorted(map(tuple, sets)) == [((1, 0),), ((1, 1),), ((1, 3),)]
+    sets, enumerated = m._random_head_sets([(0, 0), (0, 1), (0, 2)], layers=2, heads=4, n_draws=100, rng=rng)
+    # layer 0 has one unflagged head left: three heads from the five unflagged ones, C(5, 3) = 10 sets
+    assert enumerated and len(sets) == 10 and all((0, h) not in s for s in sets for h in range(3))
+    sets, enumerated = m._random_head_sets([(lay, 0) for lay in range(6)], layers=6, heads=16, n_draws=100, rng=rng)
+    assert not enumerated and len(sets) == 100 and all(len(s) == 6 and all(h != 0 for _, h in s) for s in sets)
+
+
+def test_seed_changes_results(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
+    a = m.run(cfg, RunContext(tmp_path / "a", torch.device("cpu"), 0, "smoke")).metrics
+    b = m.run(cfg, RunContext(tmp_path / "b", torch.device("cpu"), 1, "smoke")).metrics
+    assert a != b
 
 
 def test_bad_config(tmp_path):
