@@ -1,7 +1,6 @@
 """The degenerate-explanations reproduction: smoke wiring (default-preset claims: test_common.py)."""
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -23,12 +22,21 @@ def test_smoke_wires_everything(tmp_path):
     names = {c.name for c in res.claims}
     gated_paper = {"C1_acc_sufficient", "C1_acc_degenerate", "C2_fid_minus", "C2_fid_plus", "C2_rfid_minus",
                    "C2_rfid_plus", "C2_cf_fid", "C2_fid_minus_abs", "C2_most_fooled", "C3_rej_degenerate",
-                   "C3_rej_gap", "C3_rej_sufficient", "C6_monotone_in_K"}  # fmt: skip
+                   "C3_rej_gap", "C3_rej_sufficient"}  # fmt: skip
     assert gated_paper <= names
     assert all(c.gated and c.kind == "paper" for c in res.claims if c.name in gated_paper)
     controls = {c.name: c for c in res.claims if c.kind != "paper"}
-    assert {"ctrl_est_frozen", "ctrl_random_fid_minus", "ctrl_random_est", "sanity_plant_sufficient",
-            "sanity_plant_degenerate", "sanity_skip_rate"} <= set(controls)  # fmt: skip
+    assert {"sanity_plant_sufficient", "sanity_plant_degenerate", "sanity_skip_rate"} <= set(controls)
+    # every gated paper claim carries its null arm and an interval over test graphs (or a count)
+    for c in res.claims:
+        if c.name in gated_paper:
+            assert c.null is not None and c.trained, c.name
+            assert c.estimate.unit in ("graph", "exact"), (c.name, c.estimate.unit)
+    # Fid- and RFid- of an SE-GNN's own explanation are 0 by construction: their null arm passes too
+    by = {c.name: c for c in res.claims}
+    assert by["C2_fid_minus"].verdict == "no power" and by["C2_fid_minus_abs"].verdict == "no power"
+    for key in ("random_mask_fid_plus", "random_mask_est_rejection", "majority_class_acc"):
+        assert key in res.metrics, key
     assert "C5_natural_r0.1" in names and "sanity_ba_motif_est" in names
     assert all(np.isfinite(v) for v in res.metrics.values())
     for key in ("sufficient_fid_minus", "degenerate_est_rejection", "degenerate_est_frozen_rejection",
@@ -41,8 +49,12 @@ def test_smoke_wires_everything(tmp_path):
 def test_smoke_is_deterministic(tmp_path):
     a = _run(tmp_path / "a", "smoke", ba_graphs=0, natural_priors=[])
     b = _run(tmp_path / "b", "smoke", ba_graphs=0, natural_priors=[])
-    drop = lambda m: {k: v for k, v in m.items() if not k.startswith(("time_", "wall", "cpu"))}  # noqa: E731
-    assert json.dumps(drop(a.metrics), sort_keys=True) == json.dumps(drop(b.metrics), sort_keys=True)
+    assert a.metrics.keys() == b.metrics.keys()
+    # same process, earlier runs before it: float32 training can differ in the last bits (seen: 1e-7 relative
+    # after a run with the BA motif task), never in a draw
+    for k, v in a.metrics.items():
+        assert b.metrics[k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
+    assert [c.verdict for c in a.claims] == [c.verdict for c in b.claims]
 
 
 @pytest.mark.parametrize("over, match", [

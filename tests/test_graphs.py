@@ -354,3 +354,17 @@ def test_ba_motif_graphs_and_ba_shapes():
     assert bs.num_nodes == 30 + 4 * 5 and int(bs.node_mask.sum()) == 20
     with pytest.raises(UserError, match="n_graphs"):
         ba_motif_graphs(1)
+
+
+def test_ba_motif_graphs_ignore_global_random_state():
+    import numpy as np
+
+    np.random.seed(1)
+    a = ba_motif_graphs(6, n_base=10, seed=3)
+    np.random.seed(2)
+    torch.manual_seed(5)
+    b = ba_motif_graphs(6, n_base=10, seed=3)
+    assert all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(a, b, strict=True))
+    c = ba_motif_graphs(6, n_base=10, seed=4)
+    assert any(x.edge_index.shape != y.edge_index.shape or not torch.equal(x.edge_index, y.edge_index)
+               for x, y in zip(a, c, strict=True))

@@ -4,10 +4,11 @@
   (P9, "BAColorGVIsolated"): a Barabási–Albert graph on red and blue nodes plus one isolated green
   and one isolated violet node; the label is 1 iff there are more blue than red nodes. The relevant
   nodes (the honest explanation) are the red and blue ones.
-* :func:`ba_motif_graphs` — graph classification on PyG's local motif generator
-  (``ExplainerDataset`` with ``BAGraph`` and ``HouseMotif`` / ``CycleMotif``, no download): class 1 has
-  a house attached to a BA graph, class 0 a 5-cycle; the motif nodes are the ground truth.
-* :func:`ba_shapes` — the node-classification BA-Shapes graph from the same generator.
+* :func:`ba_motif_graphs` — graph classification with PyG's motifs (``HouseMotif`` / ``CycleMotif``)
+  attached to a Barabási–Albert graph the way PyG's ``ExplainerDataset`` does it, but drawn from a
+  seeded generator (PyG's ``BAGraph`` reads numpy's global state): class 1 has a house attached, class 0
+  a 5-cycle; the motif nodes are the ground truth.
+* :func:`ba_shapes` — the node-classification BA-Shapes graph built the same way.
 """
 
 from __future__ import annotations
@@ -84,24 +85,61 @@ def split_indices(n: int, n_train: int, n_val: int, seed: int = 0) -> tuple[np.n
     return perm[:n_train], perm[n_train : n_train + n_val], perm[n_train + n_val :]
 
 
+def _pyg_ba_edges(n: int, m: int, rng: np.random.Generator) -> torch.Tensor:
+    """PyG's ``barabasi_albert_graph`` algorithm drawn from ``rng`` (PyG's own draws from numpy's and torch's
+    global generators, so its graphs depended on whatever state a run started with)."""
+    from torch_geometric.utils import remove_self_loops, to_undirected
+
+    if not 0 < m < n:
+        raise UserError(f"BA graph: need 0 < edges per node ({m}) < nodes ({n})")
+    row, col = np.arange(m), rng.permutation(m)
+    for i in range(m, n):
+        row = np.r_[row, np.full(m, i)]
+        col = np.r_[col, rng.choice(np.r_[row, col], m)]
+    ei = torch.as_tensor(np.stack([row, col]), dtype=torch.long)
+    ei, _ = remove_self_loops(ei)
+    return to_undirected(ei, num_nodes=n)
+
+
+def _attach_motifs(n_base: int, ba_edges: int, motif, n_motifs: int, rng: np.random.Generator):
+    """PyG's ``ExplainerDataset.get_graph`` with a seeded generator: a BA base graph with ``n_motifs``
+    copies of ``motif`` (a PyG motif generator), each joined by one edge from a random base node to a random
+    motif node. Returns a ``Data`` with ``edge_index``, ``y`` (0 base, motif roles from 1), ``node_mask``
+    and ``edge_mask`` (1 on motif nodes / edges)."""
+    from torch_geometric.data import Data
+
+    base = _pyg_ba_edges(n_base, ba_edges, rng)
+    eis, ys = [base], [torch.zeros(n_base, dtype=torch.long)]
+    node_masks, edge_masks = [torch.zeros(n_base)], [torch.zeros(base.shape[1])]
+    n = n_base
+    for i in rng.permutation(n_base)[:n_motifs].tolist():
+        m = motif()
+        eis.append(m.edge_index + n)
+        node_masks.append(torch.ones(m.num_nodes))
+        edge_masks.append(torch.ones(m.edge_index.shape[1]))
+        j = int(rng.integers(m.num_nodes)) + n
+        eis.append(torch.tensor([[i, j], [j, i]]))
+        edge_masks.append(torch.zeros(2))
+        y = getattr(m, "y", None)
+        ys.append(y + 1 if isinstance(y, torch.Tensor) and int(y.min()) == 0 else
+                  y if isinstance(y, torch.Tensor) else torch.ones(m.num_nodes, dtype=torch.long))
+        n += m.num_nodes
+    return Data(edge_index=torch.cat(eis, dim=1), y=torch.cat(ys), node_mask=torch.cat(node_masks),
+                edge_mask=torch.cat(edge_masks), num_nodes=n)
+
+
 def _explainer_graphs(motif: str, n_graphs: int, n_base: int, seed: int, ba_edges: int) -> list:
-    from torch_geometric.datasets import ExplainerDataset
-    from torch_geometric.datasets.graph_generator import BAGraph
     from torch_geometric.datasets.motif_generator import CycleMotif, HouseMotif
 
-    motif = HouseMotif() if motif == "house" else CycleMotif(5)
-    # PyG's generators draw from torch's global RNG: fork it so the caller's state is untouched
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        ds = ExplainerDataset(graph_generator=BAGraph(num_nodes=n_base, num_edges=ba_edges),
-                              motif_generator=motif, num_motifs=1, num_graphs=n_graphs)  # fmt: skip
-        return [ds[i] for i in range(len(ds))]
+    gen = HouseMotif() if motif == "house" else CycleMotif(5)
+    rng = np.random.default_rng(seed)
+    return [_attach_motifs(n_base, ba_edges, gen, 1, rng) for _ in range(n_graphs)]
 
 
 def ba_motif_graphs(n_graphs: int, *, n_base: int = 20, ba_edges: int = 1, seed: int = 0) -> list:
     """BA graphs with one house (label 1) or one 5-cycle (label 0) attached, half each, shuffled.
 
-    Built with PyG's local ``ExplainerDataset`` (no download). Node features are ``[1, degree / 4]``;
+    Built like PyG's ``ExplainerDataset`` (no download) from a seeded generator. Node features are ``[1, degree / 4]``;
     ``relevant`` marks the motif nodes (the ground-truth explanation); ``y`` is the graph label.
     """
     from torch_geometric.data import Data
@@ -123,17 +161,13 @@ def ba_motif_graphs(n_graphs: int, *, n_base: int = 20, ba_edges: int = 1, seed:
 
 
 def ba_shapes(*, n_base: int = 300, n_motifs: int = 80, seed: int = 0):
-    """The BA-Shapes node-classification graph (BA base, ``n_motifs`` houses) from PyG's generator."""
+    """The BA-Shapes node-classification graph (BA base with 5 edges per node, ``n_motifs`` houses) built
+    like PyG's ``ExplainerDataset`` but from a seeded generator."""
     if n_base < 2 or n_motifs < 1:
         raise UserError(f"n_base={n_base}, n_motifs={n_motifs}: need n_base >= 2 and n_motifs >= 1")
-    from torch_geometric.datasets import ExplainerDataset
-    from torch_geometric.datasets.graph_generator import BAGraph
+    from torch_geometric.datasets.motif_generator import HouseMotif
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        ds = ExplainerDataset(graph_generator=BAGraph(num_nodes=n_base, num_edges=5),
-                              motif_generator="house", num_motifs=n_motifs)  # fmt: skip
-        return ds[0]
+    return _attach_motifs(n_base, min(5, n_base - 1), HouseMotif(), n_motifs, np.random.default_rng(seed))
 
 
 __all__ = ["COLORS", "color_count_graphs", "split_indices", "ba_motif_graphs", "ba_shapes"]

@@ -321,12 +321,13 @@ def _fixed_eval(model, graphs, keeps, carried):
 
 @torch.no_grad()
 def fidelity(model, graphs, *, threshold: float = 0.5, kind: str = "prob", removal: str = "subgraph",
-             masks: list | None = None) -> dict[str, float]:  # fmt: skip
+             masks: list | None = None, per_graph: bool = False) -> dict:  # fmt: skip
     """Fid− (keep only R) and Fid+ (remove R) with the explanation held fixed.
 
     ``removal="subgraph"`` takes the induced subgraph; ``"zero"`` zeroes the features of the removed nodes
     and keeps every edge (PyG's ``get_masked_prediction``). ``kind="prob"`` averages ``|Δ p(ŷ)|``,
-    ``"acc"`` the share of changed predictions. Returns ``{"fid_minus", "fid_plus"}`` (means over graphs).
+    ``"acc"`` the share of changed predictions. Returns ``{"fid_minus", "fid_plus"}`` (means over graphs;
+    ``per_graph=True``: the per-graph values as ``[G]`` tensors instead).
     """
     if kind not in KINDS:
         raise UserError(f"kind={kind!r}; allowed: {', '.join(KINDS)}")
@@ -349,15 +350,17 @@ def fidelity(model, graphs, *, threshold: float = 0.5, kind: str = "prob", remov
             return _classify(model, Batch.from_data_list(gs), torch.cat(hard))
 
         p_keep, p_drop = zeroed(lambda R: R), zeroed(lambda R: ~R)
-    return {"fid_minus": float(_change(p_full, p_keep, kind).mean()),
-            "fid_plus": float(_change(p_full, p_drop, kind).mean())}  # fmt: skip
+    out = {"fid_minus": _change(p_full, p_keep, kind), "fid_plus": _change(p_full, p_drop, kind)}
+    return out if per_graph else {k: float(v.mean()) for k, v in out.items()}
 
 
 @torch.no_grad()
 def robust_fidelity(model, graphs, *, alpha_plus: float = 0.1, alpha_minus: float = 0.9, samples: int = 10,
-                    threshold: float = 0.5, masks: list | None = None, seed: int = 0) -> dict[str, float]:  # fmt: skip
+                    threshold: float = 0.5, masks: list | None = None, seed: int = 0,
+                    per_graph: bool = False) -> dict:  # fmt: skip
     """RFid+ (each node of R removed with probability ``alpha_plus``) and RFid− (each node outside R
-    removed with probability ``alpha_minus``), ``|Δ p(ŷ)|`` averaged over ``samples`` draws, mask fixed."""
+    removed with probability ``alpha_minus``), ``|Δ p(ŷ)|`` averaged over ``samples`` draws, mask fixed
+    (``per_graph=True``: ``[G]`` tensors of the per-graph averages instead of the means)."""
     _check_unit("alpha_plus", alpha_plus)
     _check_unit("alpha_minus", alpha_minus)
     if samples < 1:
@@ -373,20 +376,25 @@ def robust_fidelity(model, graphs, *, alpha_plus: float = 0.1, alpha_minus: floa
         keep_m = [R | (u >= alpha_minus) for R, u in zip(Rs, r, strict=True)]
         plus.append(_change(p_full, _fixed_eval(model, graphs, keep_p, hard), "prob"))
         minus.append(_change(p_full, _fixed_eval(model, graphs, keep_m, hard), "prob"))
-    return {"rfid_plus": float(torch.stack(plus).mean()), "rfid_minus": float(torch.stack(minus).mean())}
+    out = {"rfid_plus": torch.stack(plus).mean(0), "rfid_minus": torch.stack(minus).mean(0)}
+    return out if per_graph else {k: float(v.mean()) for k, v in out.items()}
 
 
 @torch.no_grad()
-def cf_fidelity(model, graphs, *, samples: int = 10, threshold: float = 0.5, seed: int = 0) -> float:
+def cf_fidelity(model, graphs, *, samples: int = 10, threshold: float = 0.5, seed: int = 0,
+                masks: list | None = None, per_graph: bool = False):
     """CF-Fid: mean ``|Δ p(ŷ)|`` when each graph's node logits are redrawn from ``N(mean, std)`` of its own
     logits (``logit(s_v)``) and the classifier runs on their sigmoid. Higher = the prediction depends on
-    which nodes the explanation picked."""
+    which nodes the explanation picked. ``masks`` replaces the node scores by given hard explanations (1 in
+    R, 0 outside); ``per_graph=True`` returns the ``[G]`` per-graph values instead of their mean."""
     from torch_geometric.data import Batch
 
     if samples < 1:
         raise UserError(f"samples={samples}: must be >= 1")
     graphs = as_graph_list(graphs)
-    probs, scores, _ = explain(model, graphs, threshold=threshold)
+    probs, scores, Rs = _masks_or_explain(model, graphs, masks, threshold)
+    if masks is not None:
+        scores = [R.float() for R in Rs]
     batch = Batch.from_data_list(graphs)
     gen = torch.Generator().manual_seed(seed)
     out = []
@@ -397,15 +405,16 @@ def cf_fidelity(model, graphs, *, samples: int = 10, threshold: float = 0.5, see
             sd = lg.std(unbiased=False) if lg.numel() > 1 else torch.tensor(0.0)
             new.append(torch.sigmoid(lg.mean() + sd * torch.randn(lg.shape, generator=gen)))
         out.append(_change(probs, _classify(model, batch, torch.cat(new)), "prob"))
-    return float(torch.stack(out).mean())
+    pg = torch.stack(out).mean(0)
+    return pg if per_graph else float(pg.mean())
 
 
 @torch.no_grad()
 def suff_nec(model, graphs, *, samples: int = 5, threshold: float = 0.5, masks: list | None = None,
-             seed: int = 0) -> dict[str, float]:  # fmt: skip
+             seed: int = 0, per_graph: bool = False) -> dict:  # fmt: skip
     """Interventional Suff (R of G plus the complement of a random other graph; lower = sufficient) and Nec
     (the complement of G plus the R of a random other graph; higher = necessary), ``|Δ p(ŷ)|``, mask fixed
-    (1 on the R part, 0 on the rest), ``samples`` partners per graph."""
+    (1 on the R part, 0 on the rest), ``samples`` partners per graph (``per_graph=True``: ``[G]`` tensors)."""
     if samples < 1:
         raise UserError(f"samples={samples}: must be >= 1")
     graphs = as_graph_list(graphs)
@@ -432,7 +441,8 @@ def suff_nec(model, graphs, *, samples: int = 5, threshold: float = 0.5, masks: 
                 sc.append(torch.cat([ma, mb]))
             p = _classify(model, _make_batch(xs, eis, G, sizes), torch.cat(sc))
             acc.append(_change(probs, p, "prob"))
-    return {"suff": float(torch.stack(suff).mean()), "nec": float(torch.stack(nec).mean())}
+    out = {"suff": torch.stack(suff).mean(0), "nec": torch.stack(nec).mean(0)}
+    return out if per_graph else {k: float(v.mean()) for k, v in out.items()}
 
 
 def plausibility_auroc(scores: list, truth: list) -> float:
