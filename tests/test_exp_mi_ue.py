@@ -27,6 +27,10 @@ def test_smoke_wires_everything(tmp_path):
     names = {c.name for c in res.claims}
     assert {"C1_miue_vs_em", "C1_both_vs_random", "C2_cov_lowest", "C2_mi_lowest", "C2_spearman", "C3_em_acc",
             "C3_miue_mi", "C4_each_defense", "C4_effective_where_em_degrades"} <= names
+    by = {c.name: c for c in res.claims}
+    assert all(by[n].null is not None for n in names if by[n].kind == "paper")
+    assert by["C1_miue_vs_em"].estimate.unit == "test image" and by["C2_spearman"].null.n == 40320
+    assert "acc_em-rerun_shallow" in res.metrics
     kinds = {c.name: c.kind for c in res.claims}
     assert all(kinds[n] == "control" for n in names if n.startswith("ctrl_"))
     assert all(kinds[n] == "sanity" for n in names if n.startswith("sanity_"))
