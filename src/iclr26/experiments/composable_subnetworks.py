@@ -210,8 +210,7 @@ WORKLOAD = "small"
 HEADLINE = "C3a"
 # the run trains `n_seeds` (3) seeds itself; the engine runs one ctx.seed per preset
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
-# PREDICTED from the issue-8 default-run numbers in docs; the default run under this API had not finished when
-# this was committed (shared machine at load ~30): check with tests/test_common.py::test_default_preset_verdicts_match_expected
+# measured on the default run (cold cache, 2026-12-06); docs/composable-subnetworks.md gives the table
 EXPECTED = {
     "C1a": "held",
     "C1b": ("not held", "module F1 0.36 vs generalist 0.83: gap 0.47 on every seed against a 0.10 bar"),

@@ -427,8 +427,7 @@ WORKLOAD = "small"
 HEADLINE = "C2_acc_vs_OPCM"
 # the run trains `seeds` (3) independent replicates at s = 4 itself; the engine runs one ctx.seed
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
-# PREDICTED from the issue-8 default-run numbers in docs; the default run under this API had not finished when
-# this was committed (shared machine at load ~30): check with tests/test_common.py::test_default_preset_verdicts_match_expected
+# measured on the default run (cold cache, 2026-12-06); docs/nufilt.md gives the table
 EXPECTED = {
     "C1a_premise_fc2_fmnist": "held",
     "C1b_premise_fc2": "held",
