@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from iclr26.core.errors import UserError
+from iclr26.data import mocap as M
+from iclr26.data.scenes import EVENTS, facing_of, inside_boxes, make_scene, make_windows
 from iclr26.motion import dct as D
-from iclr26.motion import mocap as M
 from iclr26.motion.humof import (
     HumofConfig,
     HumofModel,
@@ -23,7 +24,6 @@ from iclr26.motion.humof import (
     path_error,
     pose_error,
 )
-from iclr26.motion.scenes import EVENTS, facing_of, inside_boxes, make_scene, make_windows
 
 
 def _have_clips() -> bool:

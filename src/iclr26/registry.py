@@ -63,7 +63,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("P2", "humof", "motion",
           "HUMOF: Human Motion Forecasting in Interactive Social Scenes", "arXiv 2506.03753",
           module=_exp("humof"),
-          library=("iclr26.motion.humof", "iclr26.motion.scenes", "iclr26.motion.mocap", "iclr26.motion.dct")),
+          library=("iclr26.motion.humof", "iclr26.data.scenes", "iclr26.data.mocap", "iclr26.motion.dct")),
     Paper("P3", "composable-subnetworks", "sparsity",
           "Composable Sparse Subnetworks via Maximum-Entropy Principle", "OpenReview IHwx5ioIP2",
           module=_exp("composable-subnetworks"),

@@ -9,7 +9,7 @@ loaded at scale 0.25 (as DeepMimic does), which puts the feet near the floor wit
 
 :func:`forward_kinematics` places the 15 joints of :data:`JOINTS`; :class:`PoseBank` turns clips into
 root-local, z-up poses facing +x (yaw and horizontal translation removed) that the scene composer of
-:mod:`iclr26.motion.scenes` drives along planned paths.
+:mod:`iclr26.data.scenes` drives along planned paths.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ tall boxes). Each scene scripts one interaction for its first two people:
   affects the pose);
 - ``avoid``: a tall box sits on person 0's straight line to its goal, so it detours (human-scene).
 
-Poses come from :class:`iclr26.motion.mocap.PoseBank`: the walk cycle is driven by a gait phase that
+Poses come from :class:`iclr26.data.mocap.PoseBank`: the walk cycle is driven by a gait phase that
 advances with the distance walked divided by the clip's stride; standing people take a neutral pose.
 Everything depends only on ``(seed, scene index)``. :func:`make_windows` cuts H past + T future frames per
 person into canonical windows (the primary's last past root at the origin, facing +x) with the other
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from iclr26.core.errors import UserError
-from iclr26.motion.mocap import PoseBank
+from iclr26.data.mocap import PoseBank
 
 EVENTS = ("jump", "follow", "meet", "avoid")
 ROOM = 6.0

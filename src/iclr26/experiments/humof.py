@@ -22,6 +22,8 @@ import torch
 from iclr26.core import param
 from iclr26.core.errors import UserError
 from iclr26.core.parallel import parallel_map
+from iclr26.data.mocap import JOINTS, PARENTS, pose_bank
+from iclr26.data.scenes import EVENTS, inside_boxes, make_scene, make_windows
 from iclr26.motion.humof import (
     HumofConfig,
     HumofModel,
@@ -37,8 +39,6 @@ from iclr26.motion.humof import (
     with_contact,
     zero_velocity,
 )
-from iclr26.motion.mocap import JOINTS, PARENTS, pose_bank
-from iclr26.motion.scenes import EVENTS, inside_boxes, make_scene, make_windows
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, cluster_bootstrap, exact
 

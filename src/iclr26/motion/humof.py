@@ -453,7 +453,7 @@ def with_contact(data: dict[str, torch.Tensor], cfg: HumofConfig, chunk: int = 5
 
 
 def as_tensors(w) -> dict[str, torch.Tensor]:
-    """A :class:`iclr26.motion.scenes.Windows` as the model's batch dict."""
+    """A :class:`iclr26.data.scenes.Windows` as the model's batch dict."""
     keys = ("ego", "future", "others", "others_mask", "points", "boxes", "boxes_mask")
     out = {}
     for k in keys:
