@@ -66,9 +66,9 @@ def status_markdown() -> str:
 
 def status_text() -> str:
     rows = [paper_status(s) for s in registry.implemented()]
-    w = max(len(r["slug"]) for r in rows)
-    out = [f"{'slug':<{w}}  headline                 paper (held/not held/inconclusive/no power)  checks"]
-    for r in rows:
-        hv = f"{r['headline']}: {r['headline_verdict']}"
-        out.append(f"{r['slug']:<{w}}  {hv:<24} {_counts(r['counts']):<44} {r['checks_held']}/{r['checks']}")
+    heads = [f"{r['headline']}: {r['headline_verdict']}" for r in rows]
+    w, hw = max(len(r["slug"]) for r in rows), max(len(h) for h in heads)
+    out = [f"{'slug':<{w}}  {'headline: default verdict':<{hw}}  paper held/not held/inconclusive/no power  checks"]
+    for r, hv in zip(rows, heads, strict=True):
+        out.append(f"{r['slug']:<{w}}  {hv:<{hw}}  {_counts(r['counts']):<41} {r['checks_held']}/{r['checks']}")
     return "\n".join(out)
