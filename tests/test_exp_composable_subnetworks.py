@@ -37,7 +37,7 @@ def test_smoke_wires_everything(tmp_path):
         "C3b",
         "C4a",
         "C4b",
-        "S0",
+        "sanity_sparsity",
     }
     assert all(c.gated for c in res.claims)  # the headline C3a is gated too
     # Two seeds: every gated paper claim is the seed mean with a t-interval over the seeds, and has a null arm

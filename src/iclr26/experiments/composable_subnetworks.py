@@ -223,7 +223,7 @@ EXPECTED = {
     "C3b": "held",
     "C4a": ("inconclusive", "barrier gap -0.001 +- 0.002 over 3 seeds: the interval straddles 0"),
     "C4b": ("no power", "modules from a different theta0 also have a small barrier (~0.035 <= 0.1)"),
-    "S0": "held",
+    "sanity_sparsity": "held",
 }
 
 
@@ -554,7 +554,7 @@ def _claims(cfg: Config, per_seed: list[dict[str, float]], worst_dev: float) -> 
     """The claims, each decided on the mean over the training seeds with a t-interval (``unit="seed"``).
 
     Names: C* test the paper's statements, each with a null arm (the same metric when the method does
-    nothing new); S0 is a sanity gate. For claims defined relative to the dense generalist (C1b, C1f) the
+    nothing new); sanity_sparsity is a sanity gate. For claims defined relative to the dense generalist (C1b, C1f) the
     generalist itself would score 0 by construction, so their null arm is a constant module instead.
     """
 
@@ -592,7 +592,7 @@ def _claims(cfg: Config, per_seed: list[dict[str, float]], worst_dev: float) -> 
           "barrier_gap_permuted", "shared theta0 with S_B's hidden units permuted in place of the shared one"),
         c("C4b", "barrier between S_A and S_B modules with a shared theta0 <= 0.1 nats/sample", "barrier_same",
           "<=", 0.1, "barrier_different", "S_B trained from a different theta0"),
-        claim("S0", "sanity: every module's overall sparsity within 0.01 of its target", exact(worst_dev), "<=", 0.01,
+        claim("sanity_sparsity", "sanity: every module's overall sparsity within 0.01 of its target", exact(worst_dev), "<=", 0.01,
               why="a precondition (IMP reached its target sparsity), not a finding"),
     ]
 
