@@ -23,6 +23,7 @@ All resampling takes an explicit ``seed``; nothing reads global random state.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -31,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from iclr26.core.errors import UserError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Est",
@@ -268,23 +271,28 @@ def sign_test(diffs: Any, *, alternative: str = "greater") -> float:
 def random_baseline(draws: Any, *, q: float = 0.95, exact_enumeration: bool = False, unit: str = "draw") -> Est:
     """The ``q``-quantile of a random baseline (random directions, unit sets, heads) as an :class:`Est`.
 
-    Needs at least :data:`MIN_BASELINE_DRAWS` draws, unless ``exact_enumeration`` says the draws are the
-    whole (small) space. The interval is a distribution-free order-statistic interval for that quantile,
-    so a claim "above the random 95th percentile" is decided against the quantile's own uncertainty.
+    The interval is a distribution-free order-statistic interval for that quantile, so a claim "above the
+    random 95th percentile" is decided against the quantile's own uncertainty. It needs at least
+    :data:`MIN_BASELINE_DRAWS` finite draws, unless ``exact_enumeration`` says the draws are the whole (small)
+    space; with fewer the quantile is still returned but its interval is NaN, so every claim decided on it is
+    inconclusive (a run at a user's small setting still finishes). No finite draw at all gives NaN.
     """
     from scipy import stats
 
-    v = _vec(draws, "random baseline draws")
-    v = np.sort(v[np.isfinite(v)])
-    if not exact_enumeration and v.size < MIN_BASELINE_DRAWS:
-        raise UserError(f"random baseline: {v.size} draws < {MIN_BASELINE_DRAWS}; draw more or pass "
-                        "exact_enumeration=True for an enumerated space")
     if not 0 < q < 1:
         raise UserError(f"random baseline: q={q} must lie in (0, 1)")
+    v = _vec(draws, "random baseline draws")
+    v = np.sort(v[np.isfinite(v)])
+    if v.size == 0:
+        return _nan_est(unit, 0, "no-draws")
     value = float(np.quantile(v, q))
     if exact_enumeration:
         return Est(value, value, value, unit, int(v.size), "enumeration")
     n = v.size
+    if n < MIN_BASELINE_DRAWS:
+        log.warning("random baseline from %d draws (< %d): its interval is undefined, claims on it are inconclusive",
+                    n, MIN_BASELINE_DRAWS)
+        return _nan_est(unit, int(n), "too-few-draws", value)
     # order statistics (1-based) j < k with P(X_(j) <= xi_q <= X_(k)) >= LEVEL
     j = max(int(stats.binom.ppf((1 - LEVEL) / 2, n, q)), 1)
     k = min(int(stats.binom.ppf(0.5 + LEVEL / 2, n, q)) + 1, n)
