@@ -45,8 +45,7 @@ from iclr26.interp.unit_scores import (
     unit_scores,
     unit_sites,
 )
-from iclr26.lm import WordTokenizer, tiny_lm
-from iclr26.lm.train import cached_organism, train_lm
+from iclr26.lm.train import Stage, organism_config, train_lm, train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, bootstrap, cluster_bootstrap, mean_over, random_baseline
 
@@ -79,13 +78,11 @@ RC_COUNTRIES = ("China", "Indonesia", "Iran", "Mexico", "South Korea", "Spain", 
 
 
 @dataclass
-class Config:
-    d: int = param(64, "organism width", low=8, high=512)
-    layers: int = param(4, "organism decoder layers (the fine-tuning comparison needs >= 2)", low=2, high=12)
-    heads: int = param(4, "attention heads (no GQA: k/v have as many heads as q)", low=1, high=16)
-    ff: int = param(512, "MLP width = gate channels per layer", low=8, high=4096)
-    steps: int = param(2000, "organism training steps (AdamW, batch 64)", low=1, high=100_000)
-    lr: float = param(3e-3, "organism learning rate", low=0.0, high=0.01, low_open=True)
+class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-3, batch=64, weight_decay=0.01,
+                             limits={"layers": {"low": 2, "high": 12, "doc": "organism decoder layers (the "
+                                                "fine-tuning comparison needs >= 2)"},
+                                     "ff": {"doc": "MLP width = gate channels per layer"},
+                                     "lr": {"high": 0.01}})):
     n_countries: int = param(8, "synthetic countries (even: sibling pairs)", low=4, high=16)
     n_values: int = param(8, "candidate values per topic", low=4, high=32)
     share: float = param(0.6, "fraction of topics on which sibling countries share the value", low=0.0, high=1.0)
@@ -145,22 +142,15 @@ def _train_batch(tok, items):
 
 
 def _organism(cfg: Config, world: CultureWorld, seed: int):
-    vocab = world.vocab()
-    spec = {"d": cfg.d, "layers": cfg.layers, "heads": cfg.heads, "ff": cfg.ff, "steps": cfg.steps, "lr": cfg.lr,
-            "seed": seed, "world": [world.n_countries, world.n_values, world.share, world.seed], "v": 2}
-
-    def build():
-        tok = WordTokenizer(vocab)
-        model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=cfg.heads, kv_heads=cfg.heads, ff=cfg.ff,
-                        vocab=len(tok), ctx=32, seed=seed)
-
+    def sampler_for(tok):  # the loss is on the gold token only, so a stage builds whole batches
         def sampler(rng, batch):
             return _train_batch(tok, [world.pretrain_item(rng) for _ in range(batch)])
 
-        train_lm(model, sampler, cfg.steps, 64, cfg.lr, seed, weight_decay=0.01, desc="organism")
-        return model, tok
+        return sampler
 
-    return cached_organism("culture-neurons", spec, build)
+    return train_organism("culture-neurons", cfg, world.vocab(), seed=seed, ctx=32, kv_heads=cfg.heads,
+                          stages=[Stage("organism", sampler_for, cfg.steps)],
+                          data={"world": [world.n_countries, world.n_values, world.share, world.seed]})
 
 
 @torch.no_grad()

@@ -31,8 +31,7 @@ from iclr26.interp.planning import (
     select_planning_latents,
     train_transcoder,
 )
-from iclr26.lm import WordTokenizer, tiny_lm
-from iclr26.lm.train import cached_organism, train_lm
+from iclr26.lm.train import train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, bootstrap, cluster_bootstrap, exact, paired_bootstrap, random_baseline
 
@@ -129,22 +128,13 @@ PRESETS = {
 
 # ---------------------------------------------------------------------------------------------- organisms
 def _organism(cfg: Config, grammar: PlanningGrammar, d: int, seed: int):
-    vocab = grammar.vocab()
-    spec = {"d": d, "layers": cfg.layers, "steps": cfg.steps, "seed": seed, "vocab": vocab,
-            "grammar": [grammar.n_nouns, grammar.n_defs, grammar.n_heldout, grammar.seed, list(grammar.mix)], "v": 1}
+    """One width of the sweep: the shared recipe at width d (4 heads, MLP 4d, AdamW lr 3e-3, batch 64)."""
+    def document(rng, tok):
+        return tok.convert_tokens_to_ids(grammar.sentence(rng))
 
-    def build():
-        tok = WordTokenizer(vocab)
-        model = tiny_lm("llama", d=d, layers=cfg.layers, heads=4, ff=4 * d, vocab=len(tok), ctx=16, seed=seed)
-        conv = tok.convert_tokens_to_ids
-
-        def sampler(rng, batch):
-            return [conv(grammar.sentence(rng)) for _ in range(batch)]
-
-        train_lm(model, sampler, cfg.steps, 64, 3e-3, seed, desc=f"organism d={d}")
-        return model, tok
-
-    return cached_organism("latent-planning", spec, build)
+    data = {"grammar": [grammar.n_nouns, grammar.n_defs, grammar.n_heldout, grammar.seed, list(grammar.mix)]}
+    return train_organism("latent-planning", cfg, grammar.vocab(), document, seed=seed, ctx=16, data=data,
+                          d=d, ff=4 * d, heads=4, lr=3e-3, batch=64, weight_decay=0.01)
 
 
 def _grammar(cfg: Config, seed: int) -> PlanningGrammar:

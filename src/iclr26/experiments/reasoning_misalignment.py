@@ -36,8 +36,8 @@ from iclr26.interp.neurons import (
     smallest_m_on_grid,
     unit_site,
 )
-from iclr26.lm.organism import WordTokenizer, tiny_lm
-from iclr26.lm.train import cached_organism, train_lm
+from iclr26.lm.organism import tiny_lm
+from iclr26.lm.train import Stage, train_lm, train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import MIN_BASELINE_DRAWS, Est, bootstrap, cluster_bootstrap, random_baseline, spearman
 
@@ -256,18 +256,22 @@ def _nan_est(unit: str) -> Est:
 
 
 # ---------------------------------------------------------------------------------------------- organism
-def _build_base(cfg: Config, seed: int):
-    tok = WordTokenizer(R.VOCAB)
+def _pretrain_sampler(tok):
     enc = _Enc(tok)
-    model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=cfg.heads, kv_heads=cfg.heads, ff=cfg.ff,
-                    vocab=len(enc.vocab), ctx=32, seed=seed, attn_implementation="eager")
 
     def sampler(rng, B):
         return [enc(R.sample_pretrain(rng)) + [enc.eos] for _ in range(B)]
 
-    train_lm(model, sampler, cfg.pretrain_steps, cfg.batch, cfg.pretrain_lr, seed=seed,
-             warmup=max(1, cfg.pretrain_steps // 20), schedule="cosine", desc="pretrain")
-    return model, tok
+    return sampler
+
+
+def _base(cfg: Config, seed: int):
+    """The pretrained organism: the shared recipe, one cosine stage with 5 % warm-up, eager attention."""
+    stage = Stage("pretrain", _pretrain_sampler, cfg.pretrain_steps, warmup=max(1, cfg.pretrain_steps // 20),
+                  schedule="cosine")
+    return train_organism("reasoning-misalignment", cfg, R.VOCAB, seed=seed, stages=[stage], ctx=32,
+                          kv_heads=cfg.heads, attn_implementation="eager", data={"corpus": "reasoning.VOCAB"},
+                          lr=cfg.pretrain_lr, weight_decay=0.01)
 
 
 def _finetune(base, enc: _Enc, style: str, cfg: Config, seed: int) -> list[tuple[int, dict]]:
@@ -316,10 +320,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         raise UserError(f"checkpoints={cfg.checkpoints} must be <= finetune_steps={cfg.finetune_steps}")
     seed = ctx.seed
     rng = np.random.default_rng(seed)
-    spec = {k: getattr(cfg, k) for k in ("d", "layers", "heads", "ff", "pretrain_steps", "pretrain_lr", "batch")}
-    spec["seed"] = seed
-    spec["vocab"] = R.VOCAB
-    base, tok, info = cached_organism("reasoning-misalignment", spec, lambda: _build_base(cfg, seed))
+    base, tok, info = _base(cfg, seed)
     base.set_attn_implementation("eager")  # from_pretrained picks sdpa; the organism is an eager-attention model
     impl0 = base.config._attn_implementation
     enc = _Enc(tok)

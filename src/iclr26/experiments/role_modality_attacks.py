@@ -26,8 +26,7 @@ from iclr26.lm.chat_structure import (
     render_rma,
     rma_example,
 )  # fmt: skip
-from iclr26.lm.organism import WordTokenizer, tiny_lm
-from iclr26.lm.train import add_chat_template, cached_organism, train_lm
+from iclr26.lm.train import Stage, add_chat_template, cached_organism, train_lm, train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, cluster_bootstrap, paired_bootstrap, spearman
 
@@ -143,14 +142,12 @@ def _sampler(tok, stage: str, held_out: str | None = None):
     return sample
 
 
-def _build(cfg: Config, seed: int):
-    """Base then alignment training; ``--seed`` s seeds the init 4s, base 4s+1, alignment 4s+2 (fine-tuning 4s+3)."""
-    tok = add_chat_template(WordTokenizer(VOCAB))
-    model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=4, kv_heads=4, ff=cfg.ff, vocab=len(tok), ctx=32,
-                    seed=4 * seed)  # fmt: skip
-    train_lm(model, _sampler(tok, "base"), cfg.base_steps, cfg.batch, cfg.lr, seed=4 * seed + 1, desc="rma-base")
-    train_lm(model, _sampler(tok, "align"), cfg.align_steps, cfg.batch, cfg.lr, seed=4 * seed + 2, desc="rma-align")
-    return model, tok
+def _base_sampler(tok):
+    return _sampler(tok, "base")
+
+
+def _align_sampler(tok):
+    return _sampler(tok, "align")
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -370,8 +367,14 @@ def _spec(cfg: Config, seed: int) -> dict:
 
 
 def _organism(cfg: Config, seed: int):
-    """The aligned organism, one cache entry for every caller (the run and both fine-tuning arms)."""
-    return cached_organism("role-modality-attacks", _spec(cfg, seed), lambda: _build(cfg, seed))
+    """The aligned organism, one cache entry for every caller (the run and both fine-tuning arms): the shared
+    recipe with two stages, base then alignment; ``--seed`` s seeds the init 4s, base 4s+1, alignment 4s+2
+    (fine-tuning 4s+3)."""
+    stages = [Stage("base", _base_sampler, cfg.base_steps, seed=4 * seed + 1),
+              Stage("align", _align_sampler, cfg.align_steps, seed=4 * seed + 2)]
+    return train_organism("role-modality-attacks", cfg, VOCAB, seed=seed, init_seed=4 * seed, stages=stages,
+                          tokenizer=add_chat_template, ctx=32, kv_heads=4, data={"vocab": "VOCAB"},
+                          heads=4, weight_decay=0.01)
 
 
 def _arm_job(arm: str, common) -> dict:

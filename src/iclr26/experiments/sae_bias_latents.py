@@ -42,8 +42,7 @@ from iclr26.interp.latents import discover_latents, max_pooled_latents
 from iclr26.interp.sae import sae_stats
 from iclr26.interp.sae_edit import add_scaled, sae_edit, zero
 from iclr26.interp.train import SAETrainer
-from iclr26.lm import WordTokenizer, tiny_lm
-from iclr26.lm.train import cached_organism, train_lm
+from iclr26.lm.train import organism_config, train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, auroc, bootstrap, cluster_bootstrap, exact, random_baseline
 
@@ -84,11 +83,8 @@ EXPECTED = {
 
 
 @dataclass
-class Config:
-    d: int = param(64, "organism width", low=8, high=512)
-    layers: int = param(3, "organism decoder layers", low=1, high=8)
-    ff: int = param(256, "organism MLP width", low=8, high=2048)
-    steps: int = param(1500, "organism training steps (AdamW lr 3e-3, batch 64)", low=1, high=100_000)
+class Config(organism_config(d=64, layers=3, heads=4, ff=256, steps=1500, lr=3e-3, batch=64, weight_decay=0.01,
+                             limits={"layers": {"high": 8}})):
     p_flip: float = param(0.2, "probability that a group-A note's No label is flipped to Yes (the planted bias)",
                           low=0.0, high=1.0)
     sae_layer: int = param(1, "the SAE reads layers.{sae_layer}.resid_post (must be < layers)", low=0, high=7)
@@ -127,22 +123,10 @@ PRESETS = {
 
 # ---------------------------------------------------------------------------------------------- plumbing
 def _organism(cfg: Config, gen: ClinicalNotes, seed: int):
-    vocab = gen.vocab()
-    spec = {"d": cfg.d, "layers": cfg.layers, "ff": cfg.ff, "steps": cfg.steps, "seed": seed, "vocab": vocab,
-            "gen": repr(gen), "threads": torch.get_num_threads(), "v": 1}  # float sums differ by thread count
+    def document(rng, tok):
+        return tok.convert_tokens_to_ids(gen.document(rng))
 
-    def build():
-        tok = WordTokenizer(vocab)
-        model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=4, ff=cfg.ff, vocab=len(tok), ctx=48, seed=seed)
-        conv = tok.convert_tokens_to_ids
-
-        def sampler(rng, batch):
-            return [conv(gen.document(rng)) for _ in range(batch)]
-
-        train_lm(model, sampler, cfg.steps, 64, 3e-3, seed, weight_decay=0.01, desc="organism")
-        return model, tok
-
-    return cached_organism("sae-bias-latents", spec, build)
+    return train_organism("sae-bias-latents", cfg, gen.vocab(), document, seed=seed, ctx=48, data={"gen": repr(gen)})
 
 
 def _pad(seqs: list[list[int]]) -> dict[str, torch.Tensor]:

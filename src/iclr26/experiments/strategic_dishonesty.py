@@ -34,8 +34,7 @@ from iclr26.interp.probes import (
     random_direction_scores,
     shuffled_label_probe,
 )
-from iclr26.lm import WordTokenizer, tiny_lm
-from iclr26.lm.train import cached_organism, train_lm
+from iclr26.lm.train import organism_config, train_organism
 from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, auroc, cluster_bootstrap, random_baseline
 
@@ -65,11 +64,7 @@ EXPECTED = {
 
 
 @dataclass
-class Config:
-    d: int = param(64, "organism width", low=8, high=1024)
-    layers: int = param(4, "organism decoder layers", low=1, high=16)
-    ff: int = param(256, "organism MLP width", low=8, high=4096)
-    steps: int = param(1500, "organism training steps (AdamW lr 3e-3, batch 64)", low=1, high=100_000)
+class Config(organism_config(d=64, layers=4, heads=4, ff=256, steps=1500, lr=3e-3, batch=64, weight_decay=0.01)):
     n_train_docs: int = param(60, "instructed facts documents per class for probe training", low=4, high=10_000)
     n_val_docs: int = param(30, "held-out instructed facts documents per class (layer choice)", low=2, high=10_000)
     n_test_docs: int = param(60, "topic-cued sum documents per group (B, H1, H2)", low=4, high=10_000)
@@ -99,22 +94,11 @@ PRESETS = {
 
 
 def _organism(cfg: Config, world: DishonestyWorld, seed: int):
-    vocab = world.vocab()
-    spec = {"d": cfg.d, "layers": cfg.layers, "ff": cfg.ff, "steps": cfg.steps, "seed": seed, "vocab": vocab,
-            "world": [world.n_entities, world.n_values, world.seed], "v": 1}
+    def document(rng, tok):
+        return tok.convert_tokens_to_ids(world.document(rng, world.random_cue(rng)))
 
-    def build():
-        tok = WordTokenizer(vocab)
-        model = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=4, ff=cfg.ff, vocab=len(tok), ctx=40, seed=seed)
-        conv = tok.convert_tokens_to_ids
-
-        def sampler(rng, batch):
-            return [conv(world.document(rng, world.random_cue(rng))) for _ in range(batch)]
-
-        train_lm(model, sampler, cfg.steps, 64, 3e-3, seed, weight_decay=0.01, desc="organism")
-        return model, tok
-
-    return cached_organism("strategic-dishonesty", spec, build)
+    return train_organism("strategic-dishonesty", cfg, world.vocab(), document, seed=seed, ctx=40,
+                          data={"world": [world.n_entities, world.n_values, world.seed]})
 
 
 def _features(model, ep, layers):

@@ -12,13 +12,18 @@ from iclr26.lm.sites import (
     resolve_site,
 )
 from iclr26.lm.train import (
+    ORGANISM_FIELDS,
     ORGANISM_MARKERS,
+    Stage,
     TrainLog,
     add_chat_template,
     cached_organism,
+    document_stage,
     organism_chat_template,
+    organism_config,
     organisms_home,
     train_lm,
+    train_organism,
 )
 
 __all__ = [
@@ -28,6 +33,11 @@ __all__ = [
     "WordTokenizer",
     "train_lm",
     "TrainLog",
+    "train_organism",
+    "organism_config",
+    "Stage",
+    "document_stage",
+    "ORGANISM_FIELDS",
     "add_chat_template",
     "organism_chat_template",
     "ORGANISM_MARKERS",

@@ -337,70 +337,157 @@ ORGANISM_FIELDS = ("d", "layers", "heads", "ff", "steps", "lr", "batch", "weight
 
 
 def organism_config(*, d: int = 64, layers: int = 2, heads: int = 4, ff: int = 256, steps: int = 1500,
-                    lr: float = 3e-3, batch: int = 64, weight_decay: float = 0.01) -> type:
+                    lr: float = 3e-3, batch: int = 64, weight_decay: float = 0.01,
+                    limits: Mapping[str, Mapping[str, Any]] | None = None) -> type:
     """The organism's config block: a dataclass base with one documented field per recipe setting.
 
     Every organism-based experiment's ``Config`` derives from it with its own defaults
     (``class Config(organism_config(d=96, steps=2000)):``), so the fields are declared, documented and
-    range-checked in one place and :func:`train_organism` reads them by name.
+    range-checked in one place and :func:`train_organism` reads them by name. ``limits`` tightens a field's
+    range or doc for one experiment, e.g. ``limits={"layers": {"low": 2, "doc": "... needs >= 2"}}``.
     """
     from iclr26.core.config import param
 
     v = {"d": d, "layers": layers, "heads": heads, "ff": ff, "steps": steps, "lr": lr, "batch": batch,
          "weight_decay": weight_decay}  # a class body cannot read enclosing names it also assigns
 
-    @dataclass
-    class OrganismConfig:
-        d: int = param(v["d"], "organism width (hidden size); a multiple of heads", low=8)
-        layers: int = param(v["layers"], "organism transformer layers", low=1, high=64)
-        heads: int = param(v["heads"], "organism attention heads", low=1, high=64)
-        ff: int = param(v["ff"], "organism MLP width", low=4)
-        steps: int = param(v["steps"], "organism training steps (AdamW, constant learning rate)", low=0)
-        lr: float = param(v["lr"], "organism learning rate", low=0.0, low_open=True, high=1.0)
-        batch: int = param(v["batch"], "organism training batch (documents per step)", low=1)
-        weight_decay: float = param(v["weight_decay"], "organism AdamW weight decay", low=0.0, high=1.0)
-
+    spec = {
+        "d": (int, "organism width (hidden size); a multiple of heads", {"low": 8}),
+        "layers": (int, "organism transformer layers", {"low": 1, "high": 64}),
+        "heads": (int, "organism attention heads", {"low": 1, "high": 64}),
+        "ff": (int, "organism MLP width", {"low": 4}),
+        "steps": (int, "organism training steps (AdamW, constant learning rate)", {"low": 0}),
+        "lr": (float, "organism learning rate", {"low": 0.0, "low_open": True, "high": 1.0}),
+        "batch": (int, "organism training batch (documents per step)", {"low": 1}),
+        "weight_decay": (float, "organism AdamW weight decay", {"low": 0.0, "high": 1.0}),
+    }
+    bad = set(limits or {}) - set(spec)
+    if bad:
+        raise UserError(f"organism_config: unknown field(s) {sorted(bad)} in limits; allowed: {', '.join(spec)}")
+    ns: dict[str, Any] = {"__annotations__": {}}
+    for k, (typ, doc, rng) in spec.items():
+        extra = dict((limits or {}).get(k, {}))
+        doc = extra.pop("doc", doc)
+        ns["__annotations__"][k] = typ
+        ns[k] = param(typ(v[k]), doc, **{**rng, **extra})
+    OrganismConfig = dataclass(type("OrganismConfig", (), ns))
     return OrganismConfig
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage of an organism recipe (see :func:`train_organism`).
+
+    ``sampler(tok)`` returns the batch sampler ``(rng, batch) -> batch`` that :func:`train_lm` takes. ``lr``,
+    ``batch`` and ``weight_decay`` default to the recipe's fields, ``seed`` to the organism seed. Multi-stage
+    recipes (base training then alignment, pretraining then a second corpus) are a list of stages on one model.
+    """
+
+    name: str
+    sampler: Callable[[Any], Sampler]
+    steps: int
+    lr: float | None = None
+    batch: int | None = None
+    seed: int | None = None
+    weight_decay: float | None = None
+    warmup: int = 0
+    schedule: str = "constant"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "steps": self.steps, "lr": self.lr, "batch": self.batch, "seed": self.seed,
+                "weight_decay": self.weight_decay, "warmup": self.warmup, "schedule": self.schedule}
+
+
+def document_stage(document: Callable[[np.random.Generator, Any], Any], steps: int, name: str = "train",
+                   **kw: Any) -> Stage:
+    """A :class:`Stage` whose batches are ``batch`` independent ``document(rng, tok) -> token ids`` draws."""
+
+    def sampler_for(tok):
+        def sampler(rng, batch):
+            return [document(rng, tok) for _ in range(batch)]
+
+        return sampler
+
+    return Stage(name, sampler_for, steps, **kw)
 
 
 def train_organism(
     name: str,
     cfg: Any,
     vocab: list[str],
-    document: Callable[[np.random.Generator, Any], list[int]],
+    document: Callable[[np.random.Generator, Any], Any] | None = None,
     *,
     seed: int,
     data: Any,
     ctx: int = 64,
     kv_heads: int | None = None,
     family: str = "llama",
+    stages: list[Stage] | None = None,
+    init_seed: int | None = None,
+    tokenizer: Callable[[Any], Any] | None = None,
+    attn_implementation: str | None = None,
+    source: Callable | None = None,
     use_cache: bool = True,
+    **overrides: Any,
 ) -> tuple[nn.Module, Any, dict[str, Any]]:
-    """THE organism recipe: a seeded tiny HF LM over a word vocabulary, trained by :func:`train_lm` on documents
-    drawn by ``document(rng, tokenizer) -> token ids``, cached by :func:`cached_organism`.
+    """THE organism recipe: a seeded tiny HF LM over a word vocabulary, trained by :func:`train_lm` and cached by
+    :func:`cached_organism`. Every organism of the LLM-internals reproductions is built here.
 
-    ``cfg`` carries the :func:`organism_config` fields; ``data`` describes the corpus generator (its settings
-    and seed) and enters the cache key with the recipe fields, ``seed``, ``vocab``, ``ctx`` and the source of
-    ``document``'s module (so an edit to the generator invalidates the cache). Returns ``(model, tok, info)``.
+    The recipe fields (:data:`ORGANISM_FIELDS`: ``d layers heads ff steps lr batch weight_decay``) are read from
+    ``cfg`` (a :func:`organism_config` subclass, or any object with those attributes); a keyword in
+    ``overrides`` replaces one (``d=width, ff=4 * width`` for a width sweep). Training is either one stage of
+    ``cfg.steps`` steps over documents drawn by ``document(rng, tokenizer) -> token ids``, or the given
+    ``stages`` in order (:class:`Stage`). ``tokenizer`` post-processes the :class:`WordTokenizer` (for example
+    :func:`add_chat_template`); ``init_seed`` (default ``seed``) seeds the initialisation. ``data`` describes the
+    corpus generator (its settings and seed) and enters the cache key with the recipe, the stages, ``seed``,
+    ``vocab``, ``ctx`` and the source of the sampler's module (``source``, default ``document`` or the first
+    stage's sampler), so an edit to the generator invalidates the cache. Returns ``(model, tok, info)``.
     """
     from iclr26.lm.organism import WordTokenizer, tiny_lm
 
-    recipe = {k: getattr(cfg, k) for k in ORGANISM_FIELDS}
+    unknown = set(overrides) - set(ORGANISM_FIELDS)
+    if unknown:
+        raise UserError(f"train_organism: unknown recipe field(s) {sorted(unknown)}; allowed: "
+                        f"{', '.join(ORGANISM_FIELDS)}")
+    recipe: dict[str, Any] = {}
+    for k in ORGANISM_FIELDS:
+        if k in overrides:
+            recipe[k] = overrides[k]
+        elif hasattr(cfg, k):
+            recipe[k] = getattr(cfg, k)
+        elif k == "steps" and stages is not None:
+            recipe[k] = sum(s.steps for s in stages)
+        else:
+            raise UserError(f"train_organism: recipe field {k!r} is neither on the config nor given; the config "
+                            f"needs {', '.join(ORGANISM_FIELDS)} (derive it from organism_config)")
     if recipe["d"] % recipe["heads"]:
         raise UserError(f"organism d={recipe['d']} is not a multiple of heads={recipe['heads']}")
-    spec = {**recipe, "seed": int(seed), "vocab": list(vocab), "data": data, "ctx": ctx, "kv_heads": kv_heads,
-            "family": family}
+    if (document is None) == (stages is None):
+        raise UserError("train_organism: give exactly one of document= (one stage of cfg.steps) or stages=")
+    if stages is None:
+        stages = [document_stage(document, recipe["steps"])]
+    if not stages:
+        raise UserError("train_organism: stages is empty")
+    init = int(seed if init_seed is None else init_seed)
+    spec = {**recipe, "seed": int(seed), "init_seed": init, "vocab": list(vocab), "data": data, "ctx": ctx,
+            "kv_heads": kv_heads, "family": family, "attn": attn_implementation,
+            "stages": [s.describe() for s in stages]}
 
     def build():
         tok = WordTokenizer(vocab)
+        if tokenizer is not None:
+            tok = tokenizer(tok)
         model = tiny_lm(family, d=recipe["d"], layers=recipe["layers"], heads=recipe["heads"], kv_heads=kv_heads,
-                        ff=recipe["ff"], vocab=len(tok), ctx=ctx, seed=seed)
-
-        def sampler(rng, batch):
-            return [document(rng, tok) for _ in range(batch)]
-
-        train_lm(model, sampler, recipe["steps"], recipe["batch"], recipe["lr"], seed,
-                 weight_decay=recipe["weight_decay"], desc=f"{name} organism")
+                        ff=recipe["ff"], vocab=len(tok), ctx=ctx, seed=init, attn_implementation=attn_implementation)
+        for st in stages:
+            train_lm(model, st.sampler(tok), st.steps, st.batch or recipe["batch"], st.lr or recipe["lr"],
+                     int(seed if st.seed is None else st.seed),
+                     weight_decay=recipe["weight_decay"] if st.weight_decay is None else st.weight_decay,
+                     warmup=st.warmup, schedule=st.schedule, desc=f"{name} {st.name}")
         return model, tok
 
-    return cached_organism(name, spec, build, use_cache=use_cache, source=document)
+    model, tok, info = cached_organism(name, spec, build, use_cache=use_cache,
+                                       source=source or document or stages[0].sampler)
+    if attn_implementation and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(attn_implementation)  # from_pretrained picks its own default
+    return model, tok, info
