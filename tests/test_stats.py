@@ -94,6 +94,21 @@ def test_auroc_spearman_nan_policy_and_values():
         stats.auroc(s, [0, 1])
 
 
+def test_auroc_equals_sklearn_with_ties_and_other_label_values():
+    """The rank formula against scikit-learn's trapezoid ROC area: ties, heavy ties, labels other than 0/1."""
+    rng = np.random.default_rng(0)
+    for n in (2, 5, 40, 301):
+        for k in (2, 4, 1000):  # 2 and 4 distinct score values give many ties
+            y = rng.integers(0, 2, n)
+            y[:2] = [0, 1]
+            s = rng.integers(0, k, n).astype(float) if k < 1000 else rng.normal(size=n)
+            assert stats.auroc(s, y) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+            assert stats.auroc(s, 3 + 2 * y) == pytest.approx(roc_auc_score(3 + 2 * y, s), abs=1e-12)
+    assert stats.auroc(np.ones(6), [0, 1, 0, 1, 1, 0]) == 0.5
+    with pytest.raises(ValueError):  # non-finite scores: scikit-learn's own error
+        stats.auroc([0.1, np.nan, 0.3], [0, 1, 1])
+
+
 def test_tpr_at_fpr_on_hand_computed_roc():
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05])
     labels = np.array([1, 1, 0, 1, 0, 0, 0, 0, 0, 0])  # 3 positives, 7 negatives

@@ -301,15 +301,29 @@ def random_baseline(draws: Any, *, q: float = 0.95, exact_enumeration: bool = Fa
 
 # ------------------------------------------------------------------------------------------ metrics
 def auroc(scores: Any, labels: Any) -> float:
-    """Area under the ROC curve (scikit-learn), NaN when ``labels`` hold one class."""
-    from sklearn.metrics import roc_auc_score
+    """Area under the ROC curve, NaN when ``labels`` hold one class; the larger label is the positive class.
+
+    Computed as the Mann-Whitney statistic over mid-ranks (ties count one half), which equals
+    scikit-learn's ``roc_auc_score`` on binary labels (tested) and is exact up to one rounding; it is
+    ~30x faster per call, which matters inside bootstraps. More than two classes, or non-finite scores,
+    go to scikit-learn, which raises its own error.
+    """
+    from scipy.stats import rankdata
 
     s, y = _vec(scores, "scores"), np.asarray(labels).astype(int).ravel()
     if s.shape[0] != y.shape[0]:
         raise UserError(f"auroc: {s.shape[0]} scores but {y.shape[0]} labels")
-    if np.unique(y).size < 2:
+    classes = np.unique(y)
+    if classes.size < 2:
         return math.nan
-    return float(roc_auc_score(y, s))
+    if classes.size > 2 or not np.all(np.isfinite(s)):
+        from sklearn.metrics import roc_auc_score
+
+        return float(roc_auc_score(y, s))
+    pos = y == classes[1]
+    n1 = int(pos.sum())
+    n0 = y.shape[0] - n1
+    return float((rankdata(s)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def spearman(x: Any, y: Any) -> float:
