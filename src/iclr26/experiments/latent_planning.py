@@ -305,7 +305,7 @@ def _growth(per_width: list[np.ndarray]):
 
 def _mean(x) -> float:
     x = np.asarray(x, dtype=float)
-    return float(x.mean()) if x.size else 0.0
+    return float(x.mean()) if x.size else float("nan")  # no items: undefined, not zero
 
 
 def run(cfg: Config, ctx: RunContext) -> Result:
@@ -581,7 +581,7 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     clean = np.array(res["clean"])
 
     def drop(key):
-        return float((clean - np.array(res[key]))[has].mean()) if has.any() else 0.0
+        return float((clean - np.array(res[key]))[has].mean()) if has.any() else float("nan")
 
     def rand_drops(key):
         R = np.stack(res[key])  # [items, draws]

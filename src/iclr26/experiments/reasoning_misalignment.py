@@ -235,9 +235,6 @@ def _partial_spearman(x, y, z) -> float:
     return float(np.corrcoef(ex, ey)[0, 1])
 
 
-def _nan0(v: float) -> float:
-    return v if math.isfinite(v) else 0.0
-
 
 def _margin(treat: Est, rb: Est, what: str) -> Est:
     """``treat - rb``: a treatment's estimate minus a random baseline's quantile, the quantile's own interval folded
@@ -369,15 +366,15 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     d_safe = _delta_ev(safe) if n_safe else nan_d
     d_rand = [_delta_ev(s, with_math=k < 20) for k, s in enumerate(rand_sets)]
     d_soft = _delta_ev(sets.soft) if len(sets.soft) else nan_d
-    metrics["c1_mis_rise_soft"] = 100 * _nan0(d_soft["mis"])
-    metrics["c1_math_drop_soft"] = -100 * _nan0(d_soft["math"])
+    metrics["c1_mis_rise_soft"] = 100 * d_soft["mis"]
+    metrics["c1_math_drop_soft"] = -100 * d_soft["math"]
     r_mis = np.array([d["mis"] for d in d_rand]) * 100
     r_math = np.array([d["math"] for d in d_rand if "math" in d]) * 100
     rb_c1 = random_baseline(r_mis, unit="random set")
     c1_est = by_marker(lambda ix: 100 * float(np.mean(d_safe["mis_items"][ix])))
     r_items = np.mean([d["mis_items"] for d in d_rand], axis=0)  # per request, mean over the random sets
     c1_null = by_marker(lambda ix: 100 * float(np.mean(r_items[ix])))
-    metrics.update({"c1_mis_rise_safe": 100 * _nan0(d_safe["mis"]), "c1_math_drop_safe": -100 * _nan0(d_safe["math"]),
+    metrics.update({"c1_mis_rise_safe": 100 * d_safe["mis"], "c1_math_drop_safe": -100 * d_safe["math"],
                     "c1_mis_rise_random_mean": float(r_mis.mean()), "c1_mis_rise_random_p95": rb_c1.value,
                     "c1_mis_rise_random_median": float(np.median(r_mis)),
                     "c1_math_drop_random_mean": float(-r_math.mean())})
@@ -491,9 +488,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
                           "median random head set minus the 95th percentile")
         metrics["c2_random_head_sets"] = float(len(hs_sets))
         metrics["c2_random_head_sets_enumerated"] = float(enumerated)
-    metrics.update({"c2_probe_score_base": s0, "c2_drop_flagged": _nan0(drop_flag),
-                    "c2_drop_random_p95": _nan0(rb_c2.value),
-                    "c2_drop_random_mean": _nan0(float(np.mean(drop_rand)))})
+    metrics.update({"c2_probe_score_base": s0, "c2_drop_flagged": drop_flag,
+                    "c2_drop_random_p95": rb_c2.value,
+                    "c2_drop_random_mean": float(np.mean(drop_rand))})
 
     # ---- fine-tuning conditions, checkpoints: misalignment, RAS (A_safe and random), KL
     safe_rows = [enc(R.request_text(mk, i, j, k % 2 == 0)) for k, (mk, i, j) in
@@ -552,11 +549,11 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     # the baseline is undefined and C3_vs_random inconclusive
     rb_c3 = random_baseline(rho_sets, unit="random set") if np.isfinite(rho_sets).sum() >= MIN_BASELINE_DRAWS \
         else _nan_est("random set")
-    metrics.update({"c3_spearman_ras_safe": _nan0(rho_safe), "c3_spearman_ras_random": _nan0(rho_rand),
-                    "c3_spearman_kl": _nan0(rho_kl), "c3_spearman_ras_raw": _nan0(rho_raw),
-                    "c3_partial_spearman_step": _nan0(part), "n_checkpoints": len(recs),
-                    "c3_spearman_random_sets_p95": _nan0(rb_c3.value),
-                    "c3_spearman_random_sets_median": _nan0(float(np.nanmedian(rho_sets)))})
+    metrics.update({"c3_spearman_ras_safe": rho_safe, "c3_spearman_ras_random": rho_rand,
+                    "c3_spearman_kl": rho_kl, "c3_spearman_ras_raw": rho_raw,
+                    "c3_partial_spearman_step": part, "n_checkpoints": len(recs),
+                    "c3_spearman_random_sets_p95": rb_c3.value,
+                    "c3_spearman_random_sets_median": float(np.nanmedian(rho_sets))})
     for x in recs:
         if x["step"] == cfg.finetune_steps:
             for k in ("dmis", "dmis_on", "dmis_off", "math", "ras", "dm", "dp", "ras_random", "kl", "ras_raw"):

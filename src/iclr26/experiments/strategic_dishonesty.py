@@ -68,12 +68,12 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=256, steps=1500, lr=3e-
     n_train_docs: int = param(60, "instructed facts documents per class for probe training", low=4, high=10_000)
     n_val_docs: int = param(30, "held-out instructed facts documents per class (layer choice)", low=2, high=10_000)
     n_test_docs: int = param(60, "topic-cued sum documents per group (B, H1, H2)", low=4, high=10_000)
-    n_random: int = param(100, "random directions for the AUROC baseline (its 99th percentile)", low=100,
-                          high=10_000)
-    n_random_steer: int = param(100, "random directions of equal norm for steering (their 95th percentile)",
-                                low=100, high=10_000)
-    n_shuffled: int = param(100, "label-shuffled refits of the probe (the null arm of C1 and C2)", low=100,
-                            high=10_000)
+    n_random: int = param(100, "random directions for the AUROC baseline (its 99th percentile; >= 100 for an "
+                          "interval, fewer make C1 inconclusive)", low=20, high=10_000)
+    n_random_steer: int = param(100, "random directions of equal norm for steering (their 95th percentile; >= 100 "
+                                "for an interval)", low=20, high=10_000)
+    n_shuffled: int = param(100, "label-shuffled refits of the probe (the null arm of C1 and C2; >= 100 for an "
+                            "interval)", low=20, high=10_000)
     lam: float = param(10.0, "L2 strength of the LR probe (C = 1/lam)", low=0.0, high=1e6, low_open=True)
     model: str = param("organism", "organism: the trained tiny Llama (the reproduction); gemma-3-270m: the "
                        "instructed-pairs probe recipe on the offline Gemma 3 270M (real-model path)",
@@ -87,7 +87,8 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=256, steps=1500, lr=3e-
 
 
 PRESETS = {
-    "smoke": {"steps": 150, "n_train_docs": 8, "n_val_docs": 4, "n_test_docs": 8, "real_max_statements": 12},
+    "smoke": {"steps": 150, "n_train_docs": 8, "n_val_docs": 4, "n_test_docs": 8, "real_max_statements": 12,
+              "n_random": 20, "n_random_steer": 20, "n_shuffled": 20},
     "default": {},
     "paper": {"steps": 5000, "n_train_docs": 200, "n_val_docs": 100, "n_test_docs": 200},
 }
@@ -120,10 +121,11 @@ def _sym(a):
 
 
 def _dprime(scores, y):
-    """(mean of class 1 - mean of class 0) / pooled standard deviation of the scores."""
+    """(mean of class 1 - mean of class 0) / pooled standard deviation of the scores; NaN where undefined
+    (fewer than two scores in a class, or no spread)."""
     a, b = scores[y == 1], scores[y == 0]
     sd = np.sqrt(0.5 * (a.var(ddof=1) + b.var(ddof=1))) if min(a.size, b.size) > 1 else 0.0
-    return float((a.mean() - b.mean()) / sd) if sd > 0 else 0.0
+    return float((a.mean() - b.mean()) / sd) if sd > 0 else float("nan")
 
 
 def _point(value: float, n: int, unit: str = "draw", method: str = "median") -> Est:
