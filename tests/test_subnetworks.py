@@ -368,3 +368,18 @@ def test_recalibrate_batchnorm():
     torch.testing.assert_close(out[1].running_mean, X.mean(0), rtol=1e-4, atol=1e-5)
     assert float(m[1].running_mean.abs().sum()) == 0.0  # original untouched
     assert not out.training
+
+
+def test_barrier_excess_is_the_bump_above_the_endpoint_line():
+    """The official barrier max L - (L0 + L1)/2 is half the endpoint gap on a monotone path (so a permuted module,
+    with the same endpoint losses, gets the same value); excess is the bump above the straight line."""
+    import torch
+
+    from iclr26.sparsity.subnetworks import BarrierResult
+
+    a = torch.linspace(0, 1, 5)
+    line = BarrierResult(a, torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0], dtype=torch.float64), 0.0)
+    assert line.excess == pytest.approx(0.0)
+    bump = BarrierResult(a, torch.tensor([1.0, 1.5, 3.5, 2.5, 3.0], dtype=torch.float64), 0.0)
+    assert bump.excess == pytest.approx(1.5)  # 3.5 above the line's 2.0 at alpha = 0.5
+    assert "excess" in bump.to_dict()

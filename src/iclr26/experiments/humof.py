@@ -59,8 +59,6 @@ HORIZONS = (0.5, 1.0, 1.5, 2.0)
 HEADLINE = "C1_event_gain"
 # the run trains `seeds` (2) seeds per arm itself; the engine runs one ctx.seed per preset
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
-# PREDICTED from the issue-8 default-run numbers in docs; the default run under this API had not finished when
-# this was committed (shared machine at load ~30): check with tests/test_common.py::test_default_preset_verdicts_match_expected
 EXPECTED = {
     # measured on the default run (cold cache, 2026-12-06): see docs/humof.md
     "C1_event_gain": "held",

@@ -599,8 +599,18 @@ class BarrierResult:
     losses: torch.Tensor
     barrier: float
 
+    @property
+    def excess(self) -> float:
+        """``max_alpha L(alpha) - (alpha L(1) + (1 - alpha) L(0))``: the bump above the straight line between the
+        endpoint losses. ``barrier`` (the official definition) is at least half the endpoint gap
+        ``|L(1) - L(0)| / 2`` and equals it on a monotone path, so two pairs whose endpoints have the same losses
+        (a module and its hidden-unit permutation) can only differ in ``excess``."""
+        line = self.alphas.double() * self.losses[-1] + (1 - self.alphas.double()) * self.losses[0]
+        return float((self.losses - line).max())
+
     def to_dict(self) -> dict[str, Any]:
-        return {"alphas": self.alphas.tolist(), "losses": self.losses.tolist(), "barrier": self.barrier}
+        return {"alphas": self.alphas.tolist(), "losses": self.losses.tolist(), "barrier": self.barrier,
+                "excess": self.excess}
 
 
 def loss_barrier(
