@@ -19,6 +19,7 @@ from iclr26.interp.sae import (
     load_circuit_tracer_transcoder,
     load_dictionary_learning,
     load_gemmascope,
+    load_gemmascope2,
 )
 from iclr26.interp.sae_edit import add_scaled, clamp, sae_edit, scale, zero
 from iclr26.lm import get_adapter, tiny_lm
@@ -238,23 +239,130 @@ def test_dictionary_learning_refuses_code_and_unknown_classes(tmp_path):
         load_dictionary_learning(tmp_path / "missing")
 
 
-def test_circuit_tracer_transcoder_round_trip(tmp_path):
+def _ct_forward(x, W_enc, b_enc, W_dec, b_dec, theta=None, W_skip=None):
+    """circuit-tracer 0.5.0's SingleLayerTranscoder forward, transcribed: pre = F.linear(x, W_enc, b_enc);
+    JumpReLU x·[x > θ] (ReLU without θ); y = f @ W_dec + b_dec (+ x @ W_skip.T)."""
+    pre = F.linear(x, W_enc, b_enc)
+    f = F.relu(pre) if theta is None else pre * (pre > theta)
+    y = f @ W_dec + b_dec
+    return (y if W_skip is None else y + x @ W_skip.T), f
+
+
+def test_circuit_tracer_transcoder_matches_the_published_layout(tmp_path):
+    """The file layout of circuit-tracer 0.5.0 (PyPI wheel; circuit_tracer/transcoder/single_layer_transcoder.py,
+    ``SingleLayerTranscoder.to_safetensors`` writes W_enc [n, d], W_dec [n, d_out], b_enc, b_dec, optional
+    ``activation_function.threshold`` and ``W_skip [d_out, d_in]``, read back by ``load_relu_transcoder``
+    without a transpose). The loader before this fix read W_dec as [d_out, n] and failed on these files."""
     g = torch.Generator().manual_seed(2)
+    d_out = D + 8
+    t = {"W_enc": torch.randn(N, D, generator=g), "W_dec": torch.randn(N, d_out, generator=g),
+         "b_enc": torch.randn(N, generator=g), "b_dec": torch.randn(d_out, generator=g)}
+    x = torch.randn(6, D, generator=g)
+    save_tensors(tmp_path / "relu.safetensors", t)
+    tc = load_circuit_tracer_transcoder(tmp_path / "relu.safetensors", "layers.0.mlp.in", "layers.0.mlp.out")
+    y, f = _ct_forward(x, t["W_enc"], t["b_enc"], t["W_dec"], t["b_dec"])
+    with torch.no_grad():
+        got_y, got_f = tc(x)
+    torch.testing.assert_close(got_f, f, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_y, y, rtol=1e-5, atol=1e-4)
+    assert (tc.input_site, tc.output_site, tc.d_out, tc.activation) == ("layers.0.mlp.in", "layers.0.mlp.out",
+                                                                         d_out, "relu")
+    # JumpReLU (threshold nested under activation_function) and a skip connection
+    jt = {**t, "activation_function.threshold": torch.rand(N, generator=g),
+          "W_skip": 0.1 * torch.randn(d_out, D, generator=g)}
+    save_tensors(tmp_path / "jump_skip.safetensors", jt)
+    tc = load_circuit_tracer_transcoder(tmp_path / "jump_skip.safetensors")
+    y, f = _ct_forward(x, jt["W_enc"], jt["b_enc"], jt["W_dec"], jt["b_dec"], jt["activation_function.threshold"],
+                       jt["W_skip"])
+    with torch.no_grad():
+        got_y, got_f = tc(x)
+    assert tc.activation == "jumprelu" and tc.W_skip is not None
+    torch.testing.assert_close(got_f, f, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_y, y, rtol=1e-5, atol=1e-4)
+    # a latent edit's effect does not include the skip (it cancels in decode(f') - decode(f))
+    torch.testing.assert_close(tc.decode(got_f) - tc.decode(torch.zeros_like(got_f)), got_f @ jt["W_dec"])
+    # the dictionary's own save/load keeps the skip
+    again = SparseDictionary.load(tc.save(tmp_path / "saved"))
+    with torch.no_grad():
+        torch.testing.assert_close(again(x)[0], got_y)
+
+
+def test_circuit_tracer_first_release_layout_and_ambiguity(tmp_path):
+    """Files of the first release (safety-research/circuit-tracer@33777f6130e961a8fba132584372da5a985bfed0,
+    circuit_tracer/transcoder/single_layer_transcoder.py: ``load_relu_transcoder`` transposes the stored W_enc
+    [n, d] and W_dec [d_out, n] into the module's [d, n] and [n, d_out]) still load; a square W_dec (n == d_out)
+    cannot be told apart and asks for ``layout``."""
+    g = torch.Generator().manual_seed(3)
     d_out = D + 8
     t = {"W_enc": torch.randn(N, D, generator=g), "W_dec": torch.randn(d_out, N, generator=g),
          "b_enc": torch.randn(N, generator=g), "b_dec": torch.randn(d_out, generator=g),
          "W_skip": torch.zeros(d_out, D)}
-    save_tensors(tmp_path / "layer_0.safetensors", t)
-    tc = load_circuit_tracer_transcoder(tmp_path / "layer_0.safetensors", "layers.0.mlp.in", "layers.0.mlp.out")
+    save_tensors(tmp_path / "old.safetensors", t)
+    tc = load_circuit_tracer_transcoder(tmp_path / "old.safetensors")
     x = torch.randn(4, D, generator=g)
-    f = F.relu(x @ t["W_enc"].T + t["b_enc"])  # circuit-tracer: the stored W_enc is transposed on load
-    y = f @ t["W_dec"].T + t["b_dec"]
+    y, f = _ct_forward(x, t["W_enc"], t["b_enc"], t["W_dec"].T, t["b_dec"])
     with torch.no_grad():
         got_y, got_f = tc(x)
-    torch.testing.assert_close(got_f, f, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(got_y, y, rtol=1e-4, atol=1e-3)
-    assert (tc.input_site, tc.output_site, tc.d_out) == ("layers.0.mlp.in", "layers.0.mlp.out", d_out)
-    t["W_skip"] = torch.ones(d_out, D)
-    save_tensors(tmp_path / "skip.safetensors", t)
-    with pytest.raises(UserError, match="skip"):
-        load_circuit_tracer_transcoder(tmp_path / "skip.safetensors")
+    assert tc.W_skip is None  # an all-zero skip is no skip
+    torch.testing.assert_close(got_y, y, rtol=1e-5, atol=1e-4)
+    sq = {"W_enc": torch.randn(D, D, generator=g), "W_dec": torch.randn(D, D, generator=g),
+          "b_enc": torch.randn(D, generator=g), "b_dec": torch.randn(D, generator=g)}
+    save_tensors(tmp_path / "square.safetensors", sq)
+    with pytest.raises(UserError, match="ambiguous"):
+        load_circuit_tracer_transcoder(tmp_path / "square.safetensors")
+    rows = load_circuit_tracer_transcoder(tmp_path / "square.safetensors", layout="rows")
+    cols = load_circuit_tracer_transcoder(tmp_path / "square.safetensors", layout="columns")
+    torch.testing.assert_close(rows.W_dec.detach(), sq["W_dec"])
+    torch.testing.assert_close(cols.W_dec.detach(), sq["W_dec"].T)
+    with pytest.raises(UserError, match="allowed"):
+        load_circuit_tracer_transcoder(tmp_path / "square.safetensors", layout="transposed")
+    bad = {**t, "W_dec": torch.randn(N + 1, d_out, generator=g)}
+    save_tensors(tmp_path / "bad.safetensors", bad)
+    with pytest.raises(UserError, match="W_dec has shape"):
+        load_circuit_tracer_transcoder(tmp_path / "bad.safetensors")
+    neg = {**t, "W_dec": t["W_dec"].T.contiguous(), "activation_function.threshold": -torch.ones(N)}
+    save_tensors(tmp_path / "neg.safetensors", neg)
+    with pytest.raises(UserError, match="negative JumpReLU"):
+        load_circuit_tracer_transcoder(tmp_path / "neg.safetensors")
+
+
+def test_gemmascope2_matches_the_published_forward(tmp_path):
+    """Gemma Scope 2 (the suite for Gemma 3, 270M included): ``params.safetensors`` with w_enc [d_in, n],
+    w_dec [n, d_out], b_enc, b_dec, threshold and, for transcoders, affine_skip_connection [d_in, d_out], as
+    read by decoderesearch/SAELens@e05f04416f43c62ef2cb42414e3f846312710553
+    sae_lens/loading/pretrained_sae_loaders.py (``gemma_3_sae_huggingface_loader``) and by circuit-tracer
+    0.5.0's ``load_gemma_scope_2_transcoder``. The oracle is Gemma Scope's JumpReLUSAE forward: pre = x·w_enc +
+    b_enc, f = [pre > θ]·ReLU(pre), y = f·w_dec + b_dec + x·affine_skip_connection."""
+    g = torch.Generator().manual_seed(4)
+    d_out = D + 4
+    folder = tmp_path / "transcoder_all" / "layer_3_width_16k_l0_small"
+    folder.mkdir(parents=True)
+    t = {"w_enc": torch.randn(D, N, generator=g), "w_dec": torch.randn(N, d_out, generator=g),
+         "b_enc": torch.randn(N, generator=g), "b_dec": torch.randn(d_out, generator=g),
+         "threshold": torch.rand(N, generator=g), "affine_skip_connection": 0.1 * torch.randn(D, d_out, generator=g)}
+    save_tensors(folder / "params.safetensors", t)
+    (folder / "config.json").write_text(json.dumps({"architecture": "jump_relu", "hf_hook_point_in":
+                                                    "model.layers.3.pre_feedforward_layernorm.output",
+                                                    "hf_hook_point_out": "model.layers.3.post_feedforward_layernorm.output"}))
+    tc = load_gemmascope2(folder, site="layers.3.mlp.in", output_site="layers.3.mlp.out")
+    x = torch.randn(5, D, generator=g)
+    pre = x @ t["w_enc"] + t["b_enc"]
+    f = (pre > t["threshold"]) * F.relu(pre)
+    y = f @ t["w_dec"] + t["b_dec"] + x @ t["affine_skip_connection"]
+    with torch.no_grad():
+        got_y, got_f = tc(x)
+    torch.testing.assert_close(got_f, f, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_y, y, rtol=1e-5, atol=1e-4)
+    assert tc.hf_hook_in.endswith("pre_feedforward_layernorm.output") and tc.d_out == d_out
+    # an SAE (no skip) from the file path itself
+    sae_t = {k: v for k, v in t.items() if k != "affine_skip_connection"}
+    sae_t["w_dec"] = torch.randn(N, D, generator=g)
+    sae_t["b_dec"] = torch.randn(D, generator=g)
+    save_tensors(tmp_path / "params.safetensors", sae_t)
+    sae = load_gemmascope2(tmp_path / "params.safetensors", site="layers.3.resid_post")
+    assert sae.W_skip is None and sae.output_site == "layers.3.resid_post"
+    with pytest.raises(UserError, match="lacks"):
+        save_tensors(tmp_path / "v1" / "params.safetensors", {"W_enc": t["w_enc"]})
+        load_gemmascope2(tmp_path / "v1")
+    with pytest.raises(UserError, match="not found"):
+        load_gemmascope2(tmp_path / "missing")

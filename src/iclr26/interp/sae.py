@@ -38,7 +38,10 @@ class SparseDictionary(nn.Module):
 
     Parameters: ``W_enc [d_in, n]``, ``b_enc [n]``, ``W_dec [n, d_out]``, ``b_dec [d_out]`` and,
     for JumpReLU, ``threshold [n]``. ``input_scale`` multiplies inputs before encoding and divides
-    reconstructions (SAELens' "expected average norm" scaling); 1.0 means none.
+    reconstructions (SAELens' "expected average norm" scaling); 1.0 means none. ``skip=True`` adds an
+    affine skip ``W_skip [d_in, d_out]`` (skip transcoders: Gemma Scope 2, circuit-tracer):
+    ``forward(x) = decode(encode(x)) + x·W_skip``. ``decode`` is the latents' part only, so a latent
+    edit's effect ``decode(f') - decode(f)`` is the same with or without the skip.
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class SparseDictionary(nn.Module):
         input_scale: float = 1.0,
         input_site: str | None = None,
         output_site: str | None = None,
+        skip: bool = False,
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
@@ -86,6 +90,7 @@ class SparseDictionary(nn.Module):
             self.threshold = nn.Parameter(torch.zeros(n_latents, dtype=dtype))
         else:
             self.threshold = None
+        self.W_skip = nn.Parameter(torch.zeros(d_in, d_out, dtype=dtype)) if skip else None
 
     @property
     def W_enc(self) -> torch.Tensor:  # noqa: N802 - the conventional name
@@ -105,6 +110,7 @@ class SparseDictionary(nn.Module):
             "input_scale": self.input_scale,
             "input_site": self.input_site,
             "output_site": self.output_site,
+            "skip": self.W_skip is not None,
         }
 
     def save(self, folder: str | Path) -> Path:
@@ -118,6 +124,8 @@ class SparseDictionary(nn.Module):
         }
         if self.threshold is not None:
             tensors["threshold"] = self.threshold.detach()
+        if self.W_skip is not None:
+            tensors["W_skip"] = self.W_skip.detach()
         save_tensors(folder / WEIGHTS_FILE, tensors, self.config())
         return folder
 
@@ -131,6 +139,7 @@ class SparseDictionary(nn.Module):
             "input_scale",
             "input_site",
             "output_site",
+            "skip",
         )
         return cls(int(cfg["d_in"]), int(cfg["n_latents"]), **{k: cfg[k] for k in keys if k in cfg})
 
@@ -155,7 +164,7 @@ class SparseDictionary(nn.Module):
 
     @torch.no_grad()
     def load_tensors_(self, tensors: dict[str, torch.Tensor]) -> SparseDictionary:
-        """Copy ``W_enc [d_in,n]``, ``b_enc``, ``W_dec [n,d_out]``, ``b_dec`` (+ ``threshold``) in place."""
+        """Copy ``W_enc [d_in,n]``, ``b_enc``, ``W_dec [n,d_out]``, ``b_dec`` (+ ``threshold``, ``W_skip``) in place."""
         expected = {
             "W_enc": (self.d_in, self.n_latents),
             "b_enc": (self.n_latents,),
@@ -164,6 +173,8 @@ class SparseDictionary(nn.Module):
         }
         if self.threshold is not None:
             expected["threshold"] = (self.n_latents,)
+        if self.W_skip is not None:
+            expected["W_skip"] = (self.d_in, self.d_out)
         for name, shape in expected.items():
             if name not in tensors:
                 raise UserError(f"SAE weights lack {name!r}; found {sorted(tensors)}")
@@ -236,7 +247,10 @@ class SparseDictionary(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         f = self.encode(x)
-        return self.decode(f), f
+        x_hat = self.decode(f)
+        if self.W_skip is not None:
+            x_hat = x_hat + x.to(self.W_skip.dtype) @ self.W_skip
+        return x_hat, f
 
     # ------------------------------------------------------------------ geometry helpers
     def encoder_directions(self) -> torch.Tensor:
@@ -256,7 +270,8 @@ class SparseDictionary(nn.Module):
 
     def extra_repr(self) -> str:
         k = f", k={self.k}" if self.k is not None else ""
-        return f"d_in={self.d_in}, n_latents={self.n_latents}, d_out={self.d_out}, activation={self.activation}{k}"
+        s = ", skip" if self.W_skip is not None else ""
+        return f"d_in={self.d_in}, n_latents={self.n_latents}, d_out={self.d_out}, activation={self.activation}{k}{s}"
 
 
 # ---------------------------------------------------------------------- loaders
@@ -385,8 +400,7 @@ def load_gemmascope(path: str | Path, site: str | None = None, output_site: str 
     need = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold")
     if missing := [k for k in need if k not in t]:
         raise UserError(f"{path} lacks {missing}; a GemmaScope params.npz has {', '.join(need)}")
-    if bool((t["threshold"] < 0).any()):
-        raise UserError(f"{path}: negative JumpReLU thresholds are not supported (f = ReLU(pre)·[pre > θ] here)")
+    _jumprelu_threshold(path, t["threshold"])
     d_in, n = t["W_enc"].shape
     sae = SparseDictionary(d_in, n, d_out=t["W_dec"].shape[1], activation="jumprelu", apply_b_dec_to_input=False,
                            input_site=site, output_site=output_site or site)
@@ -448,24 +462,103 @@ def load_dictionary_learning(folder: str | Path, site: str | None = None) -> Spa
     return sae.load_tensors_(w)
 
 
+def _jumprelu_threshold(path, theta: torch.Tensor) -> torch.Tensor:
+    # the official forms are x·[x > θ] (circuit-tracer) and ReLU(x)·[x > θ] (Gemma Scope, here): equal iff θ >= 0
+    if bool((theta < 0).any()):
+        raise UserError(f"{path}: negative JumpReLU thresholds are not supported (f = ReLU(pre)·[pre > θ] here, "
+                        "which differs from x·[x > θ] below zero)")
+    return theta
+
+
 def load_circuit_tracer_transcoder(path: str | Path, input_site: str | None = None,
-                                   output_site: str | None = None) -> SparseDictionary:
-    """Load a circuit-tracer-style ReLU transcoder file (safetensors: ``W_enc [n, d]``, ``W_dec [d_out, n]``,
-    ``b_enc``, ``b_dec``, optional ``W_skip``): f = ReLU(x·W_encᵀ + b_enc), y = f·W_decᵀ + b_dec. A non-zero skip
-    connection cannot be expressed by a dictionary and raises; GemmaScope transcoders go through
-    :func:`load_gemmascope`.
+                                   output_site: str | None = None, *, layout: str = "auto") -> SparseDictionary:
+    """Load a circuit-tracer single-layer transcoder file (one ``layer_{i}.safetensors``).
+
+    The layout is circuit-tracer's ``SingleLayerTranscoder.to_safetensors`` (release 0.5.0): ``W_enc [n, d_in]``
+    (pre = F.linear(x, W_enc, b_enc)), ``W_dec [n, d_out]`` (y = f @ W_dec + b_dec), ``b_enc [n]``, ``b_dec
+    [d_out]``, optional ``activation_function.threshold [n]`` (JumpReLU; ReLU without it) and optional ``W_skip
+    [d_out, d_in]`` added as ``x @ W_skip.T``. The files of the first release (safety-research/circuit-tracer
+    @ 33777f6, whose loader transposed both matrices) store ``W_dec [d_out, n]``; ``layout="auto"`` tells the two
+    apart from ``b_enc``/``b_dec`` and asks for ``layout="rows"`` (0.5.0) or ``"columns"`` (first release)
+    when ``n == d_out`` leaves it ambiguous. GemmaScope transcoders go through :func:`load_gemmascope` /
+    :func:`load_gemmascope2`.
     """
+    if layout not in ("auto", "rows", "columns"):
+        raise UserError(f"layout={layout!r}; allowed: auto, rows (circuit-tracer >= 0.5: W_dec [n, d]), "
+                        "columns (first release: W_dec [d, n])")
     t = load_tensors(path)
     need = ("W_enc", "W_dec", "b_enc", "b_dec")
     if missing := [k for k in need if k not in t]:
         raise UserError(f"{path} lacks {missing}; a circuit-tracer transcoder has {', '.join(need)}")
-    if "log_thresholds" in t or "threshold" in t:
-        raise UserError(f"{path} is a JumpReLU transcoder; load GemmaScope params.npz with load_gemmascope")
-    if "W_skip" in t and bool(t["W_skip"].abs().max() > 0):
-        raise UserError(f"{path} has a non-zero skip connection W_skip, which a SparseDictionary cannot express")
-    n, d_in = t["W_enc"].shape
-    d_out = t["W_dec"].shape[0]
-    sae = SparseDictionary(d_in, n, d_out=d_out, activation="relu", apply_b_dec_to_input=False,
-                           input_site=input_site, output_site=output_site)
-    return sae.load_tensors_({"W_enc": t["W_enc"].T.float(), "b_enc": t["b_enc"].float(),
-                              "W_dec": t["W_dec"].T.float(), "b_dec": t["b_dec"].float()})
+    if "log_thresholds" in t:
+        raise UserError(f"{path} stores log_thresholds, which circuit-tracer's loader refuses too")
+    n, d_out = t["b_enc"].shape[0], t["b_dec"].shape[0]
+    if t["W_enc"].dim() != 2 or t["W_enc"].shape[0] != n:
+        raise UserError(f"{path}: W_enc has shape {tuple(t['W_enc'].shape)}, expected [n={n}, d_in]")
+    d_in = t["W_enc"].shape[1]
+    W_dec = t["W_dec"]
+    if layout == "auto":
+        if n == d_out:
+            raise UserError(f"{path}: n_latents == d_out == {n}, so W_dec's layout is ambiguous; pass "
+                            "layout='rows' (circuit-tracer >= 0.5) or layout='columns' (first release)")
+        layout = "rows" if tuple(W_dec.shape) == (n, d_out) else "columns"
+    W_dec = W_dec if layout == "rows" else W_dec.T
+    if tuple(W_dec.shape) != (n, d_out):
+        raise UserError(f"{path}: W_dec has shape {tuple(t['W_dec'].shape)}; with n={n}, d_out={d_out} it must be "
+                        f"[{n}, {d_out}] (circuit-tracer >= 0.5) or [{d_out}, {n}] (first release)")
+    theta = t.get("activation_function.threshold", t.get("threshold"))
+    skip = t.get("W_skip")
+    if skip is not None and tuple(skip.shape) != (d_out, d_in):
+        raise UserError(f"{path}: W_skip has shape {tuple(skip.shape)}, expected [d_out={d_out}, d_in={d_in}]")
+    skip = skip if skip is not None and bool(skip.abs().max() > 0) else None
+    sae = SparseDictionary(d_in, n, d_out=d_out, activation="relu" if theta is None else "jumprelu",
+                           apply_b_dec_to_input=False, input_site=input_site, output_site=output_site,
+                           skip=skip is not None)
+    w = {"W_enc": t["W_enc"].T.float(), "b_enc": t["b_enc"].float(), "W_dec": W_dec.float(),
+         "b_dec": t["b_dec"].float()}
+    if theta is not None:
+        w["threshold"] = _jumprelu_threshold(path, theta.reshape(-1).float())
+    if skip is not None:
+        w["W_skip"] = skip.T.float()
+    return sae.load_tensors_(w)
+
+
+def load_gemmascope2(path: str | Path, site: str | None = None, output_site: str | None = None) -> SparseDictionary:
+    """Load a Gemma Scope 2 SAE or transcoder (Gemma 3 models): a folder with ``params.safetensors`` (and
+    ``config.json``), or the file itself.
+
+    Keys (the layout SAELens' ``gemma_3_sae_huggingface_loader`` and circuit-tracer 0.5.0's
+    ``load_gemma_scope_2_transcoder`` read): ``w_enc [d_in, n]``, ``w_dec [n, d_out]``, ``b_enc [n]``, ``b_dec
+    [d_out]``, ``threshold [n]`` and, for skip transcoders, ``affine_skip_connection [d_in, d_out]``.
+    Forward: pre = x·w_enc + b_enc, f = ReLU(pre)·[pre > θ], y = f·w_dec + b_dec (+ x·affine_skip_connection), on
+    raw activations. ``config.json``'s ``hf_hook_point_in`` / ``hf_hook_point_out`` are kept as
+    ``hf_hook_in`` / ``hf_hook_out`` attributes; name the matching iclr26 sites with ``site`` / ``output_site``.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir():
+        path = path / "params.safetensors"
+    if not path.exists():
+        raise UserError(f"Gemma Scope 2 weights not found: {path} (expected params.safetensors)")
+    t = load_tensors(path)
+    need = ("w_enc", "w_dec", "b_enc", "b_dec", "threshold")
+    if missing := [k for k in need if k not in t]:
+        raise UserError(f"{path} lacks {missing}; a Gemma Scope 2 params.safetensors has {', '.join(need)}"
+                        + (" (a .npz GemmaScope 1 file goes through load_gemmascope)" if "W_enc" in t else ""))
+    d_in, n = t["w_enc"].shape
+    d_out = t["w_dec"].shape[-1]
+    if t["w_dec"].dim() != 2:
+        raise UserError(f"{path}: w_dec has shape {tuple(t['w_dec'].shape)}; cross-layer transcoders (CLT) are not "
+                        "supported, only per-layer SAEs and transcoders")
+    skip = t.get("affine_skip_connection")
+    sae = SparseDictionary(d_in, n, d_out=d_out, activation="jumprelu", apply_b_dec_to_input=False,
+                           input_site=site, output_site=output_site or site, skip=skip is not None)
+    w = {"W_enc": t["w_enc"].float(), "b_enc": t["b_enc"].float(), "W_dec": t["w_dec"].float(),
+         "b_dec": t["b_dec"].float(), "threshold": _jumprelu_threshold(path, t["threshold"].float())}
+    if skip is not None:
+        w["W_skip"] = skip.float()
+    sae.load_tensors_(w)
+    cfg = folder / "config.json"
+    meta = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    sae.hf_hook_in, sae.hf_hook_out = meta.get("hf_hook_point_in"), meta.get("hf_hook_point_out")
+    return sae
