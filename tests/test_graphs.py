@@ -97,7 +97,7 @@ def test_perturbations_keep_R_and_R_edges_and_drop_pairs_together():
         assert all((b, a) in kept for a, b in kept)
         assert all(nk[k, a] and nk[k, b] for a, b in kept)
     # relabelling keeps features aligned: the batched copies carry the original node ids in x[:, 1]
-    xs, ei, sizes, sc = F._perturbed_pieces(g, nk, ek, g.x[:, 0])
+    xs, ei, sizes, sc, _ = F._perturbed_pieces(g, nk, ek, g.x[:, 0])
     orig = {(int(a), int(b)) for a, b in g.edge_index.t()}
     ids = xs[:, 1].long()
     assert all((int(ids[a]), int(ids[b])) in orig for a, b in ei.t())
@@ -368,3 +368,63 @@ def test_ba_motif_graphs_ignore_global_random_state():
     c = ba_motif_graphs(6, n_base=10, seed=4)
     assert any(x.edge_index.shape != y.edge_index.shape or not torch.equal(x.edge_index, y.edge_index)
                for x, y in zip(a, c, strict=True))
+
+
+class AttrModel:
+    """p1 depends on per-edge weights and node positions: sigmoid(sum edge_attr[:, 0] - sum pos[:, 0]) per graph.
+    It checks that every edge attribute lines up with edge_index and every position with x (x[:, 1] = node id,
+    pos[:, 1] = the same id, edge_attr[:, 1] = 100 * src id + dst id), so a batch that drops or misaligns them
+    fails loudly."""
+
+    def _check(self, batch):
+        assert batch.edge_attr.shape[0] == batch.edge_index.shape[1], "edge_attr not carried with the edges"
+        assert torch.equal(batch.pos[:, 1], batch.x[:, 1]), "pos not carried with the nodes"
+        ids = batch.x[:, 1]
+        assert torch.equal(batch.edge_attr[:, 1], 100 * ids[batch.edge_index[0]] + ids[batch.edge_index[1]])
+
+    def classify(self, batch, scores):
+        self._check(batch)
+        G = n_graphs_of(batch)
+        e = torch.zeros(G).index_add_(0, batch.batch[batch.edge_index[0]], batch.edge_attr[:, 0])
+        p = torch.zeros(G).index_add_(0, batch.batch, batch.pos[:, 0])
+        p1 = torch.sigmoid(e - p)
+        return torch.stack([1 - p1, p1], 1)
+
+    def __call__(self, batch):
+        s = batch.x[:, 0]
+        return self.classify(batch, (s >= 0.5).float()), s
+
+
+def _attr_graph(n, r_nodes, seed):
+    g = _ring(n, r_nodes, seed)
+    gen = torch.Generator().manual_seed(seed + 100)
+    ids = g.x[:, 1]
+    g.edge_attr = torch.stack([torch.rand(g.edge_index.shape[1], generator=gen),
+                               100 * ids[g.edge_index[0]] + ids[g.edge_index[1]]], 1)
+    g.pos = torch.stack([torch.rand(n, generator=gen), ids], 1)
+    return g
+
+
+def test_perturbed_and_induced_graphs_carry_edge_attr_and_pos():
+    """EST's perturbed batches (batched and one by one), fidelity's induced subgraphs and suff/nec's spliced
+    graphs keep edge_attr and pos aligned with the edges and nodes they keep (they were dropped before)."""
+    graphs = [_attr_graph(10, [0, 1, 4], seed=s) for s in range(5)]
+    model = AttrModel()
+    a = F.est(model, graphs, K=6, seed=2, graphs_per_step=3)
+    b = F.est(model, graphs, K=6, seed=2, batched=False)
+    assert torch.allclose(a.changes, b.changes, atol=1e-6) and (a.changes > 0).any()
+    # the oracle: each perturbed copy as its own Data through PyG's own subgraph slicing
+    for i, g in enumerate(graphs):
+        p0 = model(Batch.from_data_list([g]))[0]
+        R = g.x[:, 0] >= 0.5
+        nk, ek = F.perturbation_draws(g, R, 6, 0.5, 0.5, torch.Generator().manual_seed(2 + i))
+        for k in range(6):
+            copy = g.edge_subgraph(ek[k]).subgraph(nk[k])
+            pk = model(Batch.from_data_list([copy]))[0]
+            assert abs(float(p0[0, p0.argmax()] - pk[0, p0.argmax()])) == pytest.approx(float(a.changes[i, k]),
+                                                                                          abs=1e-6)
+    fid = F.fidelity(model, graphs)
+    assert set(fid) == {"fid_minus", "fid_plus"}
+    F.suff_nec(model, graphs, samples=2)
+    with pytest.raises(UserError, match="same attributes"):
+        F.est(model, graphs + [_ring(10, [0, 1], seed=9)], K=2)

@@ -51,7 +51,11 @@ def as_graph_list(graphs) -> list:
         graphs = [graphs]
     if not isinstance(graphs, (list, tuple)) or not graphs:
         raise UserError("graphs must be a non-empty list of torch_geometric Data, a Data or a Batch")
+    keys0 = set(graphs[0].keys()) if hasattr(graphs[0], "keys") else set()
     for i, g in enumerate(graphs):
+        if hasattr(g, "keys") and set(g.keys()) != keys0:
+            raise UserError(f"graph {i} has attributes {sorted(g.keys())} but graph 0 has {sorted(keys0)}; give "
+                            "every graph the same attributes (pos, edge_attr, ...)")
         x, ei = getattr(g, "x", None), getattr(g, "edge_index", None)
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise UserError(f"graph {i}: x must be a 2-D tensor [N, d]")
@@ -84,25 +88,57 @@ def _classify(model, batch, scores) -> torch.Tensor:
     return _prob(model.classify(batch, scores))
 
 
-def _make_batch(xs, eis, n_graphs: int, sizes):
-    """One ``Batch`` from per-graph node features and (local) edge indices."""
+_NOT_CARRIED = ("x", "edge_index", "batch", "ptr")
+
+
+def _graph_attrs(g) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The node-level and edge-level tensors of ``g`` besides ``x`` / ``edge_index`` (``pos``, ``edge_attr``,
+    ``edge_weight``, ...): perturbed and induced graphs carry them, sliced like the nodes and edges they
+    keep. Graph-level attributes (``y``) are not carried: the metrics compare predictions, not labels."""
+    node, edge = {}, {}
+    for k in g.keys():
+        v = g[k]
+        if k in _NOT_CARRIED or not torch.is_tensor(v) or v.dim() == 0:
+            continue
+        if g.is_edge_attr(k) and v.shape[0] == g.edge_index.shape[1]:
+            edge[k] = v
+        elif g.is_node_attr(k) and v.shape[0] == g.x.shape[0]:
+            node[k] = v
+    return node, edge
+
+
+def _cat_attrs(extras: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    if not extras or not extras[0]:
+        return {}
+    keys = set(extras[0])
+    if any(set(e) != keys for e in extras):
+        raise UserError("graphs carry different node/edge attributes (e.g. some have pos or edge_attr, others "
+                        "not); give every graph the same attributes")
+    return {k: torch.cat([e[k] for e in extras]) for k in keys}
+
+
+def _make_batch(xs, eis, n_graphs: int, sizes, extras: list | None = None):
+    """One ``Batch`` from per-graph node features, (local) edge indices and carried node/edge attributes."""
     from torch_geometric.data import Batch
 
     offs = np.cumsum([0] + list(sizes[:-1]))
     x = torch.cat(xs) if xs else torch.zeros(0)
     ei = torch.cat([e + int(o) for e, o in zip(eis, offs, strict=True)], dim=1)
-    b = torch.repeat_interleave(torch.arange(n_graphs), torch.as_tensor(sizes, dtype=torch.long))
-    out = Batch(x=x, edge_index=ei, batch=b)
+    b = torch.repeat_interleave(torch.arange(n_graphs, device=x.device),
+                                torch.as_tensor(sizes, dtype=torch.long, device=x.device))
+    out = Batch(x=x, edge_index=ei, batch=b, **_cat_attrs(extras or []))
     out._num_graphs = n_graphs
     return out
 
 
 def _induced(g, keep: torch.Tensor):
-    """Induced subgraph of ``g`` on the bool node mask ``keep``: (x, relabelled edge_index)."""
+    """Induced subgraph of ``g`` on the bool node mask ``keep``: (x, relabelled edge_index, carried attributes)."""
     from torch_geometric.utils import subgraph
 
-    ei, _ = subgraph(keep, g.edge_index, relabel_nodes=True, num_nodes=g.x.shape[0])
-    return g.x[keep], ei
+    keep = keep.to(g.x.device)
+    ei, _, emask = subgraph(keep, g.edge_index, relabel_nodes=True, num_nodes=g.x.shape[0], return_edge_mask=True)
+    node, edge = _graph_attrs(g)
+    return g.x[keep], ei, {**{k: v[keep] for k, v in node.items()}, **{k: v[emask] for k, v in edge.items()}}
 
 
 @torch.no_grad()
@@ -199,18 +235,25 @@ def perturbation_draws(g, R: torch.Tensor, K: int, p_node: float, p_edge: float,
 
 
 def _perturbed_pieces(g, node_keep, edge_keep, scores):
-    """The K perturbed copies of ``g`` as (x, local edge_index, node count, copied scores) per copy."""
+    """The K perturbed copies of ``g`` as (x, local edge_index, node count, copied scores, carried attributes),
+    on ``g``'s device (the draws come from a CPU generator)."""
+    dev = g.x.device
+    node_keep, edge_keep = node_keep.to(dev), edge_keep.to(dev)
     K, n = node_keep.shape
     new_id = torch.cumsum(node_keep.reshape(-1).long(), 0) - 1  # [K*n] index among all kept nodes
     flat_keep = node_keep.reshape(-1)
-    xs = g.x.repeat(K, 1)[flat_keep]
-    off = (torch.arange(K) * n)[:, None]  # [K, 1]
+    xs = g.x.repeat(K, *([1] * (g.x.dim() - 1)))[flat_keep]
+    off = (torch.arange(K, device=dev) * n)[:, None]  # [K, 1]
     src = (g.edge_index[0][None, :] + off)[edge_keep]
     dst = (g.edge_index[1][None, :] + off)[edge_keep]
     ei = torch.stack([new_id[src], new_id[dst]])
     sizes = node_keep.sum(1)
-    sc = scores.repeat(K)[flat_keep] if scores is not None else None
-    return xs, ei, sizes, sc
+    sc = scores.to(dev).repeat(K)[flat_keep] if scores is not None else None
+    node, edge = _graph_attrs(g)
+    flat_edge = edge_keep.reshape(-1)
+    extra = {k: v.repeat(K, *([1] * (v.dim() - 1)))[flat_keep] for k, v in node.items()}
+    extra.update({k: v.repeat(K, *([1] * (v.dim() - 1)))[flat_edge] for k, v in edge.items()})
+    return xs, ei, sizes, sc, extra
 
 
 @torch.no_grad()
@@ -264,19 +307,23 @@ def est(model, graphs, *, K: int = 50, p_node: float = 0.5, p_edge: float = 0.5,
             block = np.cumsum([0] + [int(p[2].sum()) for p in pieces[:-1]])
             ei = torch.cat([p[1] + int(o) for p, o in zip(pieces, block, strict=True)], dim=1)
             batch = Batch(x=torch.cat([p[0] for p in pieces]), edge_index=ei,
-                          batch=torch.repeat_interleave(torch.arange(len(sizes)), sizes))
+                          batch=torch.repeat_interleave(torch.arange(len(sizes), device=sizes.device), sizes),
+                          **_cat_attrs([p[4] for p in pieces]))
             batch._num_graphs = len(sizes)
             sc = torch.cat([p[3] for p in pieces])
             out = run(batch, sc).reshape(len(idx), K, C)
             n_forward += 1
         else:
-            xg, eg, sz, scg = pieces[0]
-            starts = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.long), sz[:-1]]), 0)
+            xg, eg, sz, scg, extra = pieces[0]
+            node_keys, _ = _graph_attrs(graphs[idx[0]])
+            starts = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.long, device=sz.device), sz[:-1]]), 0)
             rows = []
             for k in range(K):
                 a, b = int(starts[k]), int(starts[k] + sz[k])
                 sel = (eg[0] >= a) & (eg[0] < b)
-                one = Batch(x=xg[a:b], edge_index=eg[:, sel] - a, batch=torch.zeros(b - a, dtype=torch.long))
+                carried = {key: (v[a:b] if key in node_keys else v[sel]) for key, v in extra.items()}
+                one = Batch(x=xg[a:b], edge_index=eg[:, sel] - a,
+                            batch=torch.zeros(b - a, dtype=torch.long, device=xg.device), **carried)
                 one._num_graphs = 1
                 rows.append(run(one, scg[a:b]))
                 n_forward += 1
@@ -309,14 +356,15 @@ def _change(p0: torch.Tensor, p1: torch.Tensor, kind: str) -> torch.Tensor:
 @torch.no_grad()
 def _fixed_eval(model, graphs, keeps, carried):
     """Classifier probabilities on induced subgraphs ``keeps[i]`` with the given per-node scores."""
-    xs, eis, sizes, sc = [], [], [], []
+    xs, eis, sizes, sc, extras = [], [], [], [], []
     for g, k, s in zip(graphs, keeps, carried, strict=True):
-        x, ei = _induced(g, k)
+        x, ei, extra = _induced(g, k)
         xs.append(x)
         eis.append(ei)
+        extras.append(extra)
         sizes.append(int(k.sum()))
-        sc.append(s[k])
-    return _classify(model, _make_batch(xs, eis, len(graphs), sizes), torch.cat(sc))
+        sc.append(s.to(x.device)[k.to(x.device)])
+    return _classify(model, _make_batch(xs, eis, len(graphs), sizes, extras), torch.cat(sc))
 
 
 @torch.no_grad()
@@ -427,19 +475,20 @@ def suff_nec(model, graphs, *, samples: int = 5, threshold: float = 0.5, masks: 
     for _ in range(samples):
         partner = (np.arange(G) + rng.integers(1, G, size=G)) % G  # never the graph itself
         for name, acc in (("suff", suff), ("nec", nec)):
-            xs, eis, sizes, sc = [], [], [], []
+            xs, eis, sizes, sc, extras = [], [], [], [], []
             for i, j in enumerate(partner):
                 keep_own = Rs[i] if name == "suff" else ~Rs[i]
                 keep_other = ~Rs[j] if name == "suff" else Rs[j]
-                xa, ea = _induced(graphs[i], keep_own)
-                xb, eb = _induced(graphs[j], keep_other)
+                xa, ea, fa = _induced(graphs[i], keep_own)
+                xb, eb, fb = _induced(graphs[j], keep_other)
                 xs.append(torch.cat([xa, xb]))
                 eis.append(torch.cat([ea, eb + xa.shape[0]], dim=1))
+                extras.append(_cat_attrs([fa, fb]))
                 sizes.append(xa.shape[0] + xb.shape[0])
-                ma = torch.full((xa.shape[0],), 1.0 if name == "suff" else 0.0)
-                mb = torch.full((xb.shape[0],), 0.0 if name == "suff" else 1.0)
+                ma = torch.full((xa.shape[0],), 1.0 if name == "suff" else 0.0, device=xa.device)
+                mb = torch.full((xb.shape[0],), 0.0 if name == "suff" else 1.0, device=xa.device)
                 sc.append(torch.cat([ma, mb]))
-            p = _classify(model, _make_batch(xs, eis, G, sizes), torch.cat(sc))
+            p = _classify(model, _make_batch(xs, eis, G, sizes, extras), torch.cat(sc))
             acc.append(_change(probs, p, "prob"))
     out = {"suff": torch.stack(suff).mean(0), "nec": torch.stack(nec).mean(0)}
     return out if per_graph else {k: float(v.mean()) for k, v in out.items()}
