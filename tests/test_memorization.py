@@ -179,6 +179,16 @@ def test_mitigation_lowers_its_objective():
     assert len(hist_stop) == 1 and torch.equal(e_stop, cond)  # already below the target: no step taken
     with pytest.raises(UserError, match="objective"):
         mitigate_prompt(den, cond, uncond, objective="sharpness", **kw)
+    # a v-prediction model: the objective is the detector's own S in score space (it was scored as epsilon)
+    ac = torch.linspace(0.999, 0.01, 1000)
+    one = cond[:1]
+    s_v = memorization_score(den, one, uncond, latent_shape=(2, 2, 2), t_hi=981, t_lo=41, gen_num=8, seed=0,
+                             prediction_type="v_prediction", alphas_cumprod=ac).score
+    _, h_v = mitigate_prompt(den, one, uncond, steps=1, prediction_type="v_prediction", alphas_cumprod=ac, **kw)
+    _, h_e = mitigate_prompt(den, one, uncond, steps=1, **kw)
+    assert h_v[0] == pytest.approx(float(s_v[0]), rel=1e-5) and h_v[0] != pytest.approx(h_e[0], rel=1e-3)
+    with pytest.raises(UserError, match="prediction_type"):
+        mitigate_prompt(den, cond, uncond, prediction_type="sample", **kw)
 
 
 def test_tpr_at_fpr_rules():

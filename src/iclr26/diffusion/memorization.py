@@ -229,14 +229,21 @@ def mitigate_prompt(
     n_noise: int = 4,
     target: float | None = None,
     seed: int = 0,
+    prediction_type: str = "epsilon",
+    alphas_cumprod: Tensor | None = None,
+    scheduler=None,
 ) -> tuple[Tensor, list[float]]:
     """Prompt adaptation: Adam on a copy of the embeddings ``cond`` [P, ...] to minimise the mean over P prompts
     of ``objective`` (``"score"``: S, ``"norm"``: N only, Wen et al.'s mitigation) averaged over ``n_noise`` fresh
     noises per step, plus ``reg * ||e - e0||^2`` per prompt. Stops early when every prompt's objective is below
-    ``target``. Returns ``(new_embeddings, objective history)``; gradients flow through the denoiser."""
+    ``target``. ``prediction_type`` / ``alphas_cumprod`` / ``scheduler`` are as in :func:`memorization_score`, so
+    a v-prediction model is mitigated on the same score-space S that detected it. Returns ``(new_embeddings,
+    objective history)``; gradients flow through the denoiser."""
     _check_cond(cond, uncond)
     if objective not in ("score", "norm"):
         raise UserError(f"objective={objective!r}; allowed: score, norm")
+    if prediction_type not in ("epsilon", "v_prediction"):
+        raise UserError(f"prediction_type={prediction_type!r}; allowed: epsilon, v_prediction")
     if steps < 0 or n_noise < 1 or lr <= 0 or reg < 0:
         raise UserError("need steps >= 0, n_noise >= 1, lr > 0, reg >= 0")
     e0 = cond.detach()
@@ -248,7 +255,8 @@ def mitigate_prompt(
     hist: list[float] = []
     for _ in range(steps):
         x = torch.randn((p * n_noise, *latent_shape), generator=g).to(e0)
-        n, a = _terms(denoiser, x, e, uncond.detach(), n_noise, t_hi, t_lo, "epsilon", None, None)
+        n, a = _terms(denoiser, x, e, uncond.detach(), n_noise, t_hi, t_lo, prediction_type, alphas_cumprod,
+                      scheduler)
         obj = w[0] * n + w[1] * a  # [P]
         hist.append(float(obj.detach().mean()))
         if target is not None and bool((obj.detach() < target).all()):
