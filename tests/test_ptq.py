@@ -376,3 +376,31 @@ def test_frechet_distance_against_scipy():
     ref = ((a.mean(0) - b.mean(0)) ** 2).sum() + np.trace(c1 + c2 - 2 * linalg.sqrtm(c1 @ c2).real)
     assert abs(frechet_distance(torch.as_tensor(a), torch.as_tensor(b)) - ref) < 1e-8 * max(1, ref)
     assert abs(frechet_distance(torch.as_tensor(a), torch.as_tensor(a))) < 1e-8
+
+
+def test_class_conditional_model_is_calibrated_and_reconstructed_with_its_labels():
+    """A class-conditional UNet2DModel (num_class_embeds): each trajectory's label is carried to every pair of
+    it, the FP targets are the conditional model's, activation calibration and reconstruction call the model
+    with the labels (it was called unconditioned, i.e. with other activations than in use)."""
+    from diffusers import UNet2DModel
+
+    torch.manual_seed(0)
+    m = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, layers_per_block=1, block_out_channels=(8, 16),
+                    down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
+                    norm_num_groups=4, num_class_embeds=3).eval()
+    with torch.no_grad():
+        m.class_embedding.weight.mul_(5)  # make the label matter visibly
+    labels = torch.tensor([0, 1, 2])
+    cal = collect_calibration(m, _scheduler(), 3, 4, 2, sample_shape=(1, 8, 8), seed=0,
+                              cond={"class_labels": labels})
+    assert len(cal) == 12 and torch.equal(cal.cond["class_labels"], labels.repeat(4))
+    with torch.no_grad():
+        torch.testing.assert_close(eps_call(m, cal.x, cal.t, class_labels=cal.cond["class_labels"]), cal.eps)
+        other = eps_call(m, cal.x, cal.t, class_labels=(cal.cond["class_labels"] + 1) % 3)
+    assert float((other - cal.eps).abs().max()) > 1e-3  # the label changes the target
+    q = quantize_model(m, QuantConfig(4, 8))
+    calibrate_activations(q, cal.x, cal.t, cond=cal.cond)
+    rec = reconstruct(q, cal, cal, ReconConfig(iters=3, batch=4, groups=2, bands=2, sample_meta=True, meta_every=1))
+    assert len(rec.history["val_mse"]) == 3 and all(math.isfinite(v) for v in rec.history["loss"])
+    with pytest.raises(UserError, match="one per pair"):
+        CalibSet(cal.x, cal.t, cal.eps, cal.group, cal.step, {"class_labels": labels})

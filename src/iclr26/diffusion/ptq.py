@@ -272,8 +272,9 @@ def eps_call(model: nn.Module, x: Tensor, t: Tensor, **kwargs) -> Tensor:
 
 @torch.no_grad()
 def calibrate_activations(model: nn.Module, x: Tensor, t: Tensor, *, lo_pct: float = 0.01, hi_pct: float = 99.99,
-                          batch: int = 256) -> nn.Module:  # fmt: skip
-    """Initialise every activation quantizer's range from percentiles of its inputs on ``(x, t)``.
+                          batch: int = 256, cond: dict[str, Tensor] | None = None) -> nn.Module:  # fmt: skip
+    """Initialise every activation quantizer's range from percentiles of its inputs on ``(x, t)`` (and the
+    per-pair conditioning ``cond``, e.g. ``CalibSet.cond``: a conditional model's activations depend on it).
 
     Weights are quantized (to nearest) while the inputs are observed, layer by layer in forward order is not
     needed at this size: one pass with all activation quantizers off, as Q-Diffusion's first pass does.
@@ -289,7 +290,7 @@ def calibrate_activations(model: nn.Module, x: Tensor, t: Tensor, *, lo_pct: flo
         m.aq.observe = []
     try:
         for i in range(0, len(x), batch):
-            eps_call(model, x[i : i + batch], t[i : i + batch])
+            eps_call(model, x[i : i + batch], t[i : i + batch], **{k: v[i : i + batch] for k, v in (cond or {}).items()})
         for m in layers.values():
             vals = torch.cat(m.aq.observe).float()
             vals = vals[torch.isfinite(vals)]  # a diverged model must not crash the calibration
@@ -388,9 +389,21 @@ class CalibSet:
     eps: Tensor  # [N, C, H, W] full-precision targets
     group: Tensor  # [N] long in 0..G-1 (0 = the noisiest steps)
     step: Tensor  # [N] long, index along the DDIM grid (0 = first step, largest t)
+    #: per-pair conditioning passed to the model as keyword arguments, each [N, ...] (``class_labels`` for a
+    #: class-conditional UNet2DModel, ``encoder_hidden_states`` for a UNet2DConditionModel); empty: unconditional
+    cond: dict[str, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.x.shape[0]
+        bad = [k for k, v in self.cond.items() if not torch.is_tensor(v) or v.shape[0] != n]
+        if bad:
+            raise UserError(f"CalibSet.cond entries {bad} must be tensors with {n} rows (one per pair)")
 
     def __len__(self) -> int:
         return self.x.shape[0]
+
+    def cond_at(self, idx) -> dict[str, Tensor]:
+        return {k: v[idx] for k, v in self.cond.items()}
 
 
 def timestep_groups(n_steps: int, groups: int) -> Tensor:
@@ -400,41 +413,59 @@ def timestep_groups(n_steps: int, groups: int) -> Tensor:
     return torch.arange(n_steps) * groups // n_steps
 
 
+def _model_device(model: nn.Module) -> torch.device:
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
 @torch.no_grad()
 def ddim_generate(model: nn.Module, scheduler, noise: Tensor, steps: int, *, batch: int = 500,
-                record: bool = False) -> tuple[Tensor, list[tuple[Tensor, int, Tensor]]]:  # fmt: skip
-    """Deterministic DDIM (eta = 0) from ``noise`` with a diffusers scheduler; optionally records every
-    ``(x_t, t, eps(x_t, t))``. Returns the final samples and the records (one per step, over the batch)."""
+                  record: bool = False, cond: dict[str, Tensor] | None = None,
+                  ) -> tuple[Tensor, list[tuple[Tensor, int, Tensor, dict[str, Tensor]]]]:  # fmt: skip
+    """Deterministic DDIM (eta = 0) from ``noise`` with a diffusers scheduler, on the model's device;
+    ``cond`` holds per-sample conditioning ([N, ...] each, passed as keyword arguments). Optionally records
+    every ``(x_t, step index, eps(x_t, t), cond)``. Returns the final samples and the records (one per step
+    and batch)."""
+    cond = cond or {}
+    bad = [k for k, v in cond.items() if v.shape[0] != noise.shape[0]]
+    if bad:
+        raise UserError(f"ddim_generate: cond entries {bad} need {noise.shape[0]} rows (one per noise)")
+    dev = _model_device(model)
     scheduler.set_timesteps(steps)
     outs, rec = [], []
     for i in range(0, noise.shape[0], batch):
-        x = noise[i : i + batch]
+        x = noise[i : i + batch].to(dev)
+        c = {k: v[i : i + batch].to(dev) for k, v in cond.items()}
         for j, t in enumerate(scheduler.timesteps):
-            tt = torch.full((x.shape[0],), int(t), dtype=torch.long)
-            eps = eps_call(model, x, tt)
+            tt = torch.full((x.shape[0],), int(t), dtype=torch.long, device=dev)
+            eps = eps_call(model, x, tt, **c)
             if record:
-                rec.append((x.clone(), j, eps.clone()))
+                rec.append((x.clone(), j, eps.clone(), c))
             x = scheduler.step(eps, t, x, eta=0.0).prev_sample
         outs.append(x)
     return torch.cat(outs), rec
 
 
 def collect_calibration(fp_model: nn.Module, scheduler, n_traj: int, steps: int, groups: int, *,
-                        sample_shape: tuple[int, ...], seed: int) -> CalibSet:  # fmt: skip
-    """Q-Diffusion-style calibration: every step of ``n_traj`` full-precision DDIM trajectories
-    (noise from ``seed``), ``n_traj * steps`` pairs with their FP targets."""
+                        sample_shape: tuple[int, ...], seed: int, cond: dict[str, Tensor] | None = None,
+                        ) -> CalibSet:  # fmt: skip
+    """Q-Diffusion-style calibration: every step of ``n_traj`` full-precision DDIM trajectories (noise from
+    ``seed``, run on the model's device), ``n_traj * steps`` pairs with their FP targets. ``cond``: the
+    conditioning of each trajectory ([n_traj, ...] each: class labels, text embeddings), carried to every
+    pair of its trajectory so that reconstruction sees the inputs the model is used with."""
     if n_traj < 1 or steps < 1:
         raise UserError(f"need n_traj >= 1 and steps >= 1, got {n_traj}, {steps}")
     g = torch.Generator().manual_seed(seed)
     noise = torch.randn(n_traj, *sample_shape, generator=g)
-    _, rec = ddim_generate(fp_model, scheduler, noise, steps, batch=n_traj, record=True)
-    grp = timestep_groups(steps, groups)
-    ts = [int(t) for t in scheduler.timesteps]
+    _, rec = ddim_generate(fp_model, scheduler, noise, steps, batch=n_traj, record=True, cond=cond)
+    dev = rec[0][0].device
+    grp = timestep_groups(steps, groups).to(dev)
+    ts = torch.as_tensor([int(t) for t in scheduler.timesteps], dtype=torch.long, device=dev)
     x = torch.cat([r[0] for r in rec])
     eps = torch.cat([r[2] for r in rec])
-    step = torch.cat([torch.full((r[0].shape[0],), r[1], dtype=torch.long) for r in rec])
-    t = torch.tensor([ts[int(j)] for j in step], dtype=torch.long)
-    return CalibSet(x, t, eps, grp[step], step)
+    step = torch.cat([torch.full((r[0].shape[0],), r[1], dtype=torch.long, device=dev) for r in rec])
+    cat_cond = {k: torch.cat([r[3][k] for r in rec]) for k in (cond or {})}
+    return CalibSet(x, ts[step], eps, grp[step], step, cat_cond)
 
 
 # ---------------------------------------------------------------------------- reconstruction
@@ -491,11 +522,11 @@ class Reconstruction:
 def _batch_loss(model: nn.Module, params: dict[str, Tensor] | None, data: CalibSet, idx: Tensor,
                 bands: Tensor, beta: Tensor) -> Tensor:  # fmt: skip
     """Per-sample frequency loss of ``eps_q`` against ``eps_fp`` on ``data[idx]`` (``params`` overrides θ)."""
-    x, t = data.x[idx], data.t[idx]
+    x, t, cond = data.x[idx], data.t[idx], data.cond_at(idx)
     if params is None:
-        out = eps_call(model, x, t)
+        out = eps_call(model, x, t, **cond)
     else:
-        out = torch.func.functional_call(model, params, (x, t), strict=False)
+        out = torch.func.functional_call(model, params, (x, t), cond, strict=False)
         out = out.sample if hasattr(out, "sample") else out
     return frequency_loss(out - data.eps[idx], data.group[idx], bands, beta)
 
@@ -562,15 +593,16 @@ def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | None = None,
     _math_attention(model)
     set_quant_state(model, weight="soft", act=True)
     model.train(False)
-    bands = radial_bands(calib.x.shape[-2], calib.x.shape[-1], rcfg.bands)
+    dev = calib.x.device
+    bands = radial_bands(calib.x.shape[-2], calib.x.shape[-1], rcfg.bands).to(dev)
     rounding, steps = quant_parameters(model)
     theta = {**rounding, **steps}
     for p in theta.values():
         p.requires_grad_(True)
     opt = torch.optim.Adam([{"params": list(rounding.values()), "lr": rcfg.lr_v},
                             {"params": list(steps.values()), "lr": rcfg.lr_step}])  # fmt: skip
-    a = torch.zeros(n, requires_grad=rcfg.sample_meta)
-    b = torch.zeros(rcfg.groups, rcfg.bands, requires_grad=rcfg.freq_meta)
+    a = torch.zeros(n, device=dev, requires_grad=rcfg.sample_meta)
+    b = torch.zeros(rcfg.groups, rcfg.bands, device=dev, requires_grad=rcfg.freq_meta)
     meta_params = [p for p, on in ((a, rcfg.sample_meta), (b, rcfg.freq_meta)) if on]
     meta_opt = torch.optim.Adam(meta_params, lr=rcfg.meta_lr) if meta_params else None
     layers = list(quant_layers(model).values())
@@ -591,11 +623,11 @@ def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | None = None,
         else:  # anneal the regulariser's exponent from beta_start to beta_end (AdaRound's schedule)
             frac = (it - warm) / max(rcfg.iters - warm, 1)
             lam, beta_round = rcfg.reg_lambda, rcfg.beta_end + (rcfg.beta_start - rcfg.beta_end) * (1 - frac)
-        idx = torch.randperm(n, generator=g)[: rcfg.batch]
+        idx = torch.randperm(n, generator=g)[: rcfg.batch].to(dev)
         if meta and it % rcfg.meta_every == 0:
             tm = time.perf_counter()
-            vidx = torch.randperm(len(val), generator=g_val)[: rcfg.batch]
-            ones = torch.ones(rcfg.groups, rcfg.bands)
+            vidx = torch.randperm(len(val), generator=g_val)[: rcfg.batch].to(val.x.device)
+            ones = torch.ones(rcfg.groups, rcfg.bands, device=dev)
 
             def inner(params: dict[str, Tensor], idx=idx, lam=lam, beta_round=beta_round) -> Tensor:
                 w, beta = weights()
