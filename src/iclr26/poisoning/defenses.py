@@ -28,7 +28,7 @@ def gaussian_blur(X: torch.Tensor, kernel_size: int = 3, sigma: float = 0.5) -> 
     if kernel_size < 1 or kernel_size % 2 == 0 or not sigma > 0:
         raise UserError(f"gaussian_blur needs an odd kernel_size >= 1 and sigma > 0; got {kernel_size}, {sigma}")
     r = kernel_size // 2
-    t = torch.arange(-r, r + 1, dtype=X.dtype)
+    t = torch.arange(-r, r + 1, dtype=X.dtype, device=X.device)
     k1 = torch.exp(-(t**2) / (2 * sigma**2))
     k1 = k1 / k1.sum()
     k = (k1[:, None] * k1[None, :]).expand(X.shape[1], 1, kernel_size, kernel_size)
@@ -70,11 +70,11 @@ def cutout(X: torch.Tensor, size: int, generator: torch.Generator) -> torch.Tens
     N, _, H, W = X.shape
     cy = torch.randint(0, H, (N,), generator=generator)
     cx = torch.randint(0, W, (N,), generator=generator)
-    rows, cols = torch.arange(H), torch.arange(W)
+    rows, cols = torch.arange(H), torch.arange(W)  # the draws come from a CPU generator; the mask moves to X
     my = (rows[None] >= (cy - size // 2)[:, None]) & (rows[None] < (cy - size // 2 + size)[:, None])
     mx = (cols[None] >= (cx - size // 2)[:, None]) & (cols[None] < (cx - size // 2 + size)[:, None])
     keep = ~(my[:, :, None] & mx[:, None, :])  # [N, H, W]
-    return X * keep[:, None].to(X.dtype)
+    return X * keep[:, None].to(device=X.device, dtype=X.dtype)
 
 
 def pgd_attack(
@@ -94,11 +94,12 @@ def pgd_attack(
     for p in model.parameters():
         p.requires_grad_(False)
     try:
-        d = (torch.rand(x.shape, generator=generator, dtype=x.dtype) * 2 - 1) * eps
+        d = ((torch.rand(x.shape, generator=generator, dtype=x.dtype) * 2 - 1) * eps).to(x.device)
         d = torch.maximum(torch.minimum(d, hi - x), lo - x)
         for _ in range(steps):
             d.requires_grad_(True)
-            (grad,) = torch.autograd.grad(F.cross_entropy(logits_of(model, x + d), y), d)
+            logits = logits_of(model, x + d)
+            (grad,) = torch.autograd.grad(F.cross_entropy(logits, y.to(logits.device)), d)
             d = (d.detach() + step_size * grad.sign()).clamp(-eps, eps)
             d = torch.maximum(torch.minimum(d, hi - x), lo - x)
         return (x + d).detach()

@@ -76,8 +76,14 @@ def features_and_logits(
     return store["f"].flatten(1), logits
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """The device of ``model``'s first parameter (CPU for a parameter-free model): batches move there."""
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
 def logits_of(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    out = model(x)
+    out = model(x.to(model_device(model)))
     return out[1] if isinstance(out, (tuple, list)) else out
 
 
@@ -87,14 +93,15 @@ def predict(model: nn.Module, X: torch.Tensor, batch_size: int = 1000) -> torch.
     was = model.training
     model.eval()
     try:
-        return torch.cat([logits_of(model, X[i : i + batch_size]).argmax(-1) for i in range(0, len(X), batch_size)])
+        return torch.cat([logits_of(model, X[i : i + batch_size]).argmax(-1).to(X.device)
+                          for i in range(0, len(X), batch_size)])
     finally:
         model.train(was)
 
 
 def accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor, batch_size: int = 1000) -> float:
-    """Top-1 accuracy of ``model`` on ``(X, y)``."""
-    return float((predict(model, X, batch_size) == y).float().mean())
+    """Top-1 accuracy of ``model`` on ``(X, y)`` (any devices: batches run on the model's)."""
+    return float((predict(model, X, batch_size).to(y.device) == y).float().mean())
 
 
 @torch.no_grad()
@@ -107,12 +114,12 @@ def extract_features(
     try:
         parts = []
         for i in range(0, len(X), batch_size):
-            f, _ = features_and_logits(model, X[i : i + batch_size], feature_layer)
+            f, _ = features_and_logits(model, X[i : i + batch_size].to(model_device(model)), feature_layer)
             if f is None:
                 raise UserError(
                     "the model exposes no features: return (features, logits) from forward or pass feature_layer"
                 )
-            parts.append(f)
+            parts.append(f.to(X.device))
         return torch.cat(parts)
     finally:
         model.train(was)
@@ -140,12 +147,13 @@ def train_classifier(
         raise UserError(f"epochs must be >= 0 and batch_size >= 1; got {epochs}, {batch_size}")
     opt = optimizer if optimizer is not None else torch.optim.Adam(model.parameters(), lr=lr)
     g = make_generator(seed)
+    dev = model_device(model)
     model.train()
     for _ in range(epochs):
         perm = torch.randperm(len(X), generator=g)
         for i in range(0, len(X), batch_size):
             idx = perm[i : i + batch_size]
-            xb, yb = X[idx], y[idx]
+            xb, yb = X[idx.to(X.device)].to(dev), y[idx.to(y.device)].to(dev)
             if transform is not None:
                 xb = transform(xb, yb, g)
                 model.train()

@@ -30,7 +30,13 @@ from torch import nn
 from iclr26.core.errors import UserError
 from iclr26.core.progress import progress
 from iclr26.core.seed import make_generator
-from iclr26.poisoning.training import check_images, features_and_logits, logits_of, train_classifier
+from iclr26.poisoning.training import (
+    check_images,
+    features_and_logits,
+    logits_of,
+    model_device,
+    train_classifier,
+)
 
 log = logging.getLogger(__name__)
 
@@ -178,13 +184,14 @@ def make_unlearnable(
     X = X.detach()
     g = make_generator(seed)
     if method == "random":
-        noise = (torch.rand(X.shape, generator=g, dtype=X.dtype) * 2 - 1) * eps
+        noise = ((torch.rand(X.shape, generator=g, dtype=X.dtype) * 2 - 1) * eps).to(X.device)
         delta = project(noise, X, eps, lo, hi)
         return UnlearnableResult(delta=delta, images=(X + delta).clamp(lo, hi), method=method, eps=eps)
     if not isinstance(source_model, nn.Module):
         raise UserError(f"method={method!r} needs a source_model (an nn.Module); got {type(source_model).__name__}")
 
     model = copy.deepcopy(source_model)
+    dev = model_device(model)  # perturbations are optimised on the model's device, returned on X's
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     delta = torch.zeros_like(X)
     history: list[dict[str, float]] = []
@@ -200,9 +207,9 @@ def make_unlearnable(
         for p in model.parameters():
             p.requires_grad_(False)
         before = after = 0.0
-        for idx in balanced_batches(y, batch_size, g):
-            xb, yb = X[idx], y[idx]
-            d = delta[idx].clone()
+        for idx in balanced_batches(y.cpu(), batch_size, g):
+            xb, yb = X[idx.to(X.device)].to(dev), y[idx.to(y.device)].to(dev)
+            d = delta[idx.to(X.device)].clone().to(dev)
             for s in range(steps):
                 d.requires_grad_(True)
                 loss = poison_loss(method, model, xb + d, yb, tau=tau, feature_layer=feature_layer)
@@ -212,9 +219,10 @@ def make_unlearnable(
                 d = project(d.detach() - alphas[e] * grad.sign(), xb, eps, lo, hi)
             with torch.no_grad():
                 after += float(poison_loss(method, model, xb + d, yb, tau=tau, feature_layer=feature_layer)) * len(idx)
-            delta[idx] = d
+            delta[idx.to(X.device)] = d.to(X.device)
         with torch.no_grad():
-            preds = torch.cat([logits_of(model, (X + delta)[i : i + 1000]).argmax(-1) for i in range(0, len(X), 1000)])
+            preds = torch.cat([logits_of(model, (X + delta)[i : i + 1000]).argmax(-1).to(y.device)
+                               for i in range(0, len(X), 1000)])
         history.append({
             "epoch": float(e + 1),
             "alpha": alphas[e],
