@@ -46,8 +46,13 @@ def setup():
 
 
 def _plain(model, ids, am=None):
+    # the same LM-head call as edited_logits (logits of the last position only): an [B*T, d] and a [B, d]
+    # head matmul may round differently on another machine's BLAS, which made an identity edit look inexact there
+    import inspect
+
+    kw = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     with torch.no_grad():
-        return model(input_ids=ids, attention_mask=am).logits[:, -1].float()
+        return model(input_ids=ids, attention_mask=am, **kw).logits[:, -1].float()
 
 
 def _clean_site(model, ids, site):
