@@ -89,3 +89,15 @@ def test_check_expected_both_directions():
     assert "C2: expected 'not held', got 'held'" in errs  # a claim that starts to hold is caught
     assert "C3" in errs and "C5" in errs  # undeclared and missing claims too
     assert not any(e.startswith("C1") for e in check_expected(M, cl))
+
+
+def test_kind_follows_the_name():
+    """The status table and EXPECTED know a claim by its name, so a statement saying 'control:' or 'sanity:'
+    needs the matching ctrl_ / sanity_ name (a control once counted among the paper's claims in README)."""
+    est = exact(1.0)
+    assert claim("ctrl_x", "control: x", est, ">", 0.0, why="a control").kind == "control"
+    assert claim("sanity_x", "sanity: x", est, ">", 0.0, why="a precondition").kind == "sanity"
+    with pytest.raises(ValueError, match="ctrl_"):
+        claim("x_matches", "control: x", est, ">", 0.0, gated=False)
+    with pytest.raises(ValueError, match="sanity_"):
+        claim("x", "y", est, ">", 0.0, gated=False, kind="sanity")

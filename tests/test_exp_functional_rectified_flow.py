@@ -20,7 +20,7 @@ def test_smoke_runs_and_reports(tmp_path):
     assert {
         "marginals_exact",
         "marginals_learned",
-        "frf_matches_ffm_mmd",
+        "ctrl_frf_matches_ffm_mmd",
         "reflow_straighter",
         "reflow_keeps_modes",
         "straight_fast_mmd_nfe1",
@@ -29,7 +29,7 @@ def test_smoke_runs_and_reports(tmp_path):
     } <= names
     by = {c.name: c for c in res.claims}
     # the FRF-vs-FFM parity cannot fail (sigma_min = 1e-4): reported, not gated; the DDPM headline is gated
-    assert not any(by[f"frf_matches_ffm_{k}"].gated for k in ("density", "spectrum", "mmd"))
+    assert not any(by[f"ctrl_frf_matches_ffm_{k}"].gated for k in ("density", "spectrum", "mmd"))
     head = by[exp.HEADLINE]
     assert head.gated and head.trained and head.null is not None
     # the headline's value is the mean over paired noise draws of reflow / DDPM; its null arm is the

@@ -170,6 +170,11 @@ def claim(name: str, statement: str, estimate: Est | float, op: str, threshold: 
     ``estimate`` and ``null`` should be :class:`~iclr26.stats.Est`; a bare float is taken as exact (no
     sampling noise), which is right only for quantities that have none.
     """
+    named, implied = claim_kind(name), kind or claim_kind(name, statement)
+    if implied != named:  # the status table and EXPECTED know a claim by its name only
+        prefix = {"control": "ctrl_", "sanity": "sanity_"}.get(implied, "no ctrl_/sanity_ ")
+        raise ValueError(f"claim {name}: its kind is {implied} (from its statement or kind=) but its name says "
+                         f"{named}; name it with the {prefix}prefix")
     return Claim(name=name, statement=statement, estimate=_as_est(estimate), op=op, threshold=threshold,
                  null=None if null is None else _as_est(null), null_what=null_what, gated=gated,
                  trained=trained, seed_spread=seed_spread, why=why, detail=detail, kind=kind)

@@ -615,7 +615,7 @@ def _claims(cfg: Config, mt: dict[str, float], many: int, straight: dict[str, Te
         spread = max(max(frf) - min(frf), max(ffm) - min(ffm))
         out.append(
             claim(
-                f"frf_matches_ffm_{key}",
+                f"ctrl_frf_matches_ffm_{key}",
                 f"control: at {many} Euler steps FRF's {key} metric is no worse than FFM's (sigma_min = "
                 f"{cfg.sigma_min:g}, same init and streams: nearly the same objective, so this cannot fail; "
                 f"value = mean FRF - mean FFM - seed spread)",
