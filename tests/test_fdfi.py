@@ -449,7 +449,7 @@ def test_ignored_features_rejected_at_nominal_rate_gaussian():
     Control: the same inference without the Jacobian screen (the fdfi package's) rejects them about
     half the time, because squared Jacobian noise hands them a share of every important latent.
     """
-    rate, real, pv, info = _ignored_rates("gaussian", 10)
+    rate, real, pv, info = _ignored_rates("gaussian", 10, screen_jacobian=True)
     bound = 0.05 + 2 * np.sqrt(0.05 * 0.95 / 100)
     assert rate <= bound, rate
     assert real >= 0.6  # the 30 real columns all feed the model; most stay detected
@@ -468,7 +468,7 @@ def test_ignored_features_rejected_at_nominal_rate_flow():
     """The flow path at the flow's default budget: its held-out latents stay correlated on 285 rows x 40
     columns, so the default inference falls back to the (screened) Gaussian map and says so; rejection
     of the ignored columns is then near alpha. Control: keeping the unscreened flow rejects far more."""
-    rate, real, _, info = _ignored_rates("flow", 3)
+    rate, real, _, info = _ignored_rates("flow", 3, screen_jacobian=True, poor_map="fallback")
     assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 30), rate
     assert all(i["fallback"] for i in info) and real >= 0.6
     rate_raw, *_ = _ignored_rates("flow", 3, screen_jacobian=False, poor_map="keep")

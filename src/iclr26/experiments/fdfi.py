@@ -117,6 +117,31 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run fdfi --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # black-box predictions over counterfactuals; flow training
+        reps = c.reps + c.reps_control + c.class_reps
+        trees = c.n_trees if c.model == "rf" else 100  # histogram boosting: its 100 iterations
+        solver = {"euler": 1, "midpoint": 2, "rk4": 4, "dopri5": 12}[c.ode_method]
+        return (reps * c.n * c.d * c.n_resamples * trees,
+                reps * (c.flow_steps + c.d * c.n_resamples * solver) * c.flow_hidden**2)
+
+    return {
+        "needs": [p.package("sklearn", "scikit-learn", note="the breast-cancer data of the ignored-features check "
+                            "ship with it")],
+        "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("fdfi", cfg, work, "repetitions x n x d x draws x trees (black-box calls) and repetitions x "
+                     "flow steps x width^2 (flow), shares assumed 0.5 / 0.5", shares=(0.5, 0.5)),
+        "notes": ["the experiment runs on the CPU; spec §7 runs flow training and decoding on a GPU for d up to a "
+                  "few hundred, through iclr26.flows.fdfi"],
+        "reference": [p.Need("CTG and sens50 data (the paper's case studies; user-supplied)", "data", None,
+                             "the files named in the paper (spec §7); sklearn's breast_cancer / diabetes / wine "
+                             "work offline")],
+    }
+
+
 def _model(cfg: Config, task: str, seed: int):
     from sklearn.ensemble import (
         HistGradientBoostingClassifier,
@@ -137,10 +162,11 @@ def _model(cfg: Config, task: str, seed: int):
 def _fit_maps(cfg: Config, rho: float, seed: int) -> tuple[FDFI, FDFI]:
     """Flow and Gaussian maps fitted once per rho on auxiliary draws (as in the paper)."""
     aux = correlated_blocks(cfg.flow_aux_n, rho=rho, d=cfg.d, block_size=cfg.block_size, seed=seed)
-    flow = FDFI("flow", n_resamples=cfg.n_resamples, seed=seed, flow_kwargs=dict(
+    nets = dict(screen_jacobian=True, poor_map="fallback")  # the library's opt-in safety nets (docs/fdfi.md)
+    flow = FDFI("flow", n_resamples=cfg.n_resamples, seed=seed, **nets, flow_kwargs=dict(
         steps=cfg.flow_steps, hidden=cfg.flow_hidden, ode_method=cfg.ode_method, ode_steps=cfg.ode_steps))  # fmt: skip
     flow.fit(aux.X)
-    ot = FDFI("gaussian", n_resamples=cfg.n_resamples, seed=seed).fit(aux.X)
+    ot = FDFI("gaussian", n_resamples=cfg.n_resamples, seed=seed, **nets).fit(aux.X)
     return flow, ot
 
 
@@ -271,7 +297,8 @@ def _ignored_check(cfg: Config, seed: int) -> dict:
         f = _FirstColumns(clf, d0)
         kw = dict(loss="log_loss", n_resamples=cfg.n_resamples, seed=seed + r)
         for label in ("flow", "ot"):
-            est = FDFI("flow" if label == "flow" else "gaussian", flow_kwargs=flow_kw, **kw).fit(X[tr])
+            est = FDFI("flow" if label == "flow" else "gaussian", flow_kwargs=flow_kw, screen_jacobian=True,
+                       poor_map="fallback", **kw).fit(X[tr])  # the screened arm; `raw` below is the paper's
             raw = FDFI(est.disentangler_, fit_disentangler=False, screen_jacobian=False, poor_map="keep", **kw)
             for tag, e in ((label, est), (f"{label}_unscreened", raw.fit(X[tr]))):
                 res = e.importance(f, X[te], y[te], alpha=cfg.alpha)
@@ -651,4 +678,4 @@ EXPECTED: dict[str, str | tuple[str, str]] = {
     "flow_disentangles_clayton": ("inconclusive", "gap 0.00052 [-0.00054, 0.00157] over 3 seeds straddles 0"),
 }
 
-__all__ = ["Config", "PRESETS", "DESCRIPTION", "run", "HEADLINE", "SEEDS", "EXPECTED"]
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "run", "plan", "HEADLINE", "SEEDS", "EXPECTED"]

@@ -480,15 +480,18 @@ class FDFI(BaseEstimator):
         seed: latent j uses ``numpy.random.default_rng(seed + j)``.
         fit_disentangler: ``False`` reuses an already fitted disentangler instance (e.g. a flow trained
             once on auxiliary data) as is; it must then have been fitted on data standardised the same way.
-        screen_jacobian: drop Jacobian weights ``H_lk^2`` not larger than the map's error as measured
-            on the evaluation rows (:func:`~iclr26.flows.fdfi_stats.screen_jacobian_weights`); without it
-            features no latent really moves inherit a little of every important latent and are
-            rejected far above ``alpha`` when the map is imperfect. ``False`` reproduces the package.
-            Either way the held-out disentanglement check lands in ``result.info["disentanglement"]``.
+        screen_jacobian: opt-in safety net, not in the paper. ``True`` drops Jacobian weights ``H_lk^2``
+            not larger than the map's error as measured on the evaluation rows
+            (:func:`~iclr26.flows.fdfi_stats.screen_jacobian_weights`); without it, features no latent
+            really moves inherit a little of every important latent and are rejected far above ``alpha``
+            when the map is imperfect (on breast cancer + 10 ignored columns: about half the time, see
+            docs/fdfi.md). ``False`` (default) is the paper's estimator and the ``fdfi`` package's.
+            Either way the held-out disentanglement check lands in ``result.info["disentanglement"]``
+            (``poor``, and ``screened``: how many weights the screen dropped).
         poor_map: what to do when that check fails (the evaluation rows' latents are correlated beyond
-            sampling noise): ``"fallback"`` (default) switches a non-Gaussian map to the Gaussian map
-            fitted on the same background for this call and says so in ``info["disentanglement"]
-            ["fallback"]``; ``"keep"`` keeps the map (screened, with a warning).
+            sampling noise): ``"keep"`` (default, the paper's) keeps the map and warns; ``"fallback"``
+            (opt-in) switches a non-Gaussian map to the Gaussian map fitted on the same background for
+            this call and records it in ``info["disentanglement"]["fallback"]``.
     """
 
     def __init__(
@@ -506,8 +509,8 @@ class FDFI(BaseEstimator):
         chunk_size: int = 65536,
         flow_kwargs: dict[str, Any] | None = None,
         fit_disentangler: bool = True,
-        screen_jacobian: bool = True,
-        poor_map: str = "fallback",
+        screen_jacobian: bool = False,
+        poor_map: str = "keep",
     ):
         self.flow = flow
         self.loss = loss
