@@ -263,15 +263,17 @@ def test_claim_kinds_are_counted_apart():
 
     assert claim_kind("ctrl_x") == claim_kind("C9", "control: the random baseline") == "control"
     assert claim_kind("sanity_bounds") == claim_kind("S0", "Sanity: sparsity on target") == "sanity"
+    with pytest.raises(ValueError, match="sanity_"):  # a kind the name does not show is refused (status counts names)
+        claim("S0", "sanity: a check", 0.0, ">", 0.5, why="a precondition")
     assert claim_kind("C1", "the headline holds") == "paper"
     claims = [claim("C1", "headline", 1.0, ">", 0.5, null=0.0).to_dict(),
               claim("C2", "second", 0.0, ">", 0.5, null=0.0).to_dict(),
               claim("C3", "reported", 0.0, ">", 0.5, gated=False).to_dict(),
               claim("ctrl_a", "control: baseline", 1.0, ">", 0.5, why="a baseline").to_dict(),
-              claim("S0", "sanity: a check", 0.0, ">", 0.5, why="a precondition").to_dict()]
+              claim("sanity_S0", "sanity: a check", 0.0, ">", 0.5, why="a precondition").to_dict()]
     n = summary_counts(claims)
     assert (n.paper_held, n.paper_gated, n.paper_reported, n.checks_held, n.checks) == (1, 2, 1, 1, 2)
-    assert n.gated_failed == 2  # C2 and the sanity check S0
+    assert n.gated_failed == 2  # C2 and the sanity check sanity_S0
 
 
 def test_report_lists_controls_apart(tmp_path, capsys, fake_paper):

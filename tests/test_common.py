@@ -80,7 +80,8 @@ def test_smoke_runs_writes_files_and_ignores_global_random_state(slug, tmp_path,
 
 # ---------------------------------------------------------------------------- library modules
 def _library_modules_used(module_name: str) -> set[str]:
-    """The iclr26 library modules (not core, runs, stats or claims) that an experiment module imports, anywhere in it."""
+    """The iclr26 library modules (not core, runs, stats, claims or plan) that an experiment module imports, anywhere
+    in it."""
     import ast
     import importlib
     import importlib.util
@@ -99,7 +100,7 @@ def _library_modules_used(module_name: str) -> set[str]:
                 home = full  # a submodule of a package
             else:
                 home = getattr(importlib.import_module(node.module), alias.name).__module__
-            if not home.startswith(("iclr26.core", "iclr26.runs", "iclr26.stats", "iclr26.claims")):
+            if not home.startswith(("iclr26.core", "iclr26.runs", "iclr26.stats", "iclr26.claims", "iclr26.plan")):
                 used.add(home)
     return used
 

@@ -4,6 +4,11 @@ Bad input (unknown slug or key, a value outside a field's declared range, planne
 unwritable --out, missing asset) prints one line on stderr and exits with code 2, without a
 traceback, before any run directory exists. Ctrl-C exits with 130 and leaves no run directory.
 With several papers, one that fails is reported in the closing summary table and the others go on.
+
+``iclr26 run <slug>... --plan`` runs nothing and writes nothing: it checks the config as a run would, lists the
+data, weights, packages and device each paper needs (with the command or URL that provides a missing one) and
+estimates GPU memory and wall time (:mod:`iclr26.plan`). It exits with 0 when nothing is missing, 3 when
+something is (``EXIT_MISSING``), and 2 on a config error like a run.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from iclr26.core.errors import UserError
 
 EXIT_USAGE = 2
+EXIT_MISSING = 3  # run --plan: something the run needs is missing
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,7 +74,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         rng = describe_range(mod.Config, f.name)
         if docs.get(f.name) or rng:
             print(f"      {docs.get(f.name, '')}" + (f"  (valid: {rng})" if rng else ""))
-    print(f"\npresets: {', '.join(names)}  (iclr26 run {p.slug} --preset NAME --set key=value)")
+    print(f"\npresets: {', '.join(names)}  (iclr26 run {p.slug} --preset NAME --set key=value; add --plan to "
+          "check what a run needs first)")
     return 0
 
 
@@ -157,6 +164,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     per_slug = _split_sets(slugs, _parse_sets(args.set))
     configs = {slug: build_config(slug, args.preset, per_slug[slug]) for slug in slugs}
     resolve_device(args.device)
+    if args.plan:
+        return _print_plans(slugs, args, per_slug)
     check_out_dir(args.out)
     many = len(slugs) > 1
     run_dirs, rows, failures = [], [], 0
@@ -210,6 +219,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 1 if (failures and args.strict) else 0
+
+
+def _print_plans(slugs: list[str], args: argparse.Namespace, per_slug: dict[str, dict[str, str]]) -> int:
+    """``run --plan``: each paper's plan; exit 0 when nothing is missing, 3 when something is. Writes nothing."""
+    from iclr26.plan import plan_paper
+
+    short = []
+    for i, slug in enumerate(slugs):
+        plan = plan_paper(slug, args.preset, per_slug[slug], seeds=args.seeds)
+        print(("\n" if i else "") + plan.render(), flush=True)
+        if plan.missing:
+            short.append(slug)
+    if len(slugs) > 1:
+        print(f"\n{len(slugs) - len(short)} of {len(slugs)} ready" + (f"; missing something: {', '.join(short)}"
+                                                                   if short else ""))
+    return EXIT_MISSING if short else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -281,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     s.add_argument("--report", action="store_true", help="also write report.html for a single run")
     s.add_argument("--strict", action="store_true", help="exit 1 if a gated claim does not hold")
+    s.add_argument("--plan", action="store_true",
+                   help="run nothing: check the config, list the data, weights, packages and device the run needs "
+                        "(with how to provide what is missing), estimate GPU memory and wall time; exit 0 when "
+                        f"nothing is missing, {EXIT_MISSING} when something is")
     s.set_defaults(func=_cmd_run)
     s = sub.add_parser("status", help="each paper's headline and expected default-preset verdicts")
     s.add_argument("--markdown", action="store_true", help="print README's status table")

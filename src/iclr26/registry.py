@@ -6,7 +6,9 @@ dependencies load only when that paper runs. An experiment module defines:
 - ``Config``: a dataclass whose fields use :func:`iclr26.core.param` (default + one-line doc);
 - ``PRESETS``: ``{"smoke": {...}, "default": {...}, "paper": {...}}`` overrides of ``Config``;
 - ``DESCRIPTION``: a few lines on what the reproduction does;
-- ``run(cfg, ctx) -> Result``.
+- ``run(cfg, ctx) -> Result``;
+- ``plan(cfg) -> dict``: what a run with ``cfg`` needs and roughly costs, for ``iclr26 run --plan``
+  (:mod:`iclr26.plan`).
 
 Each implemented :class:`Paper` also names its ``library`` modules (the reusable code the experiment
 calls), so that a slug leads to its code: ``iclr26 show <slug>`` prints them, and

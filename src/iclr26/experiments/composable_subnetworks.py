@@ -137,6 +137,34 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run composable-subnetworks --plan``)."""
+    from iclr26 import plan as p
+
+    needs = []
+    if cfg.dataset != "digits":
+        fallback = "the run falls back to sklearn digits (another experiment)" if cfg.dataset == "auto" else ""
+        needs.append(p.fashion_mnist(fallback=fallback))
+    if cfg.dataset != "fashion-mnist":
+        needs.append(p.digits())
+
+    def work(c: Config) -> float:  # seeds x images x epochs x multiply-adds of one forward pass
+        fashion = c.dataset != "digits"
+        side = 28 // c.pool if fashion else 8
+        n, epochs = (10 * c.n_train_per_class, c.epochs) if fashion else (1259, c.digits_epochs)
+        macs = side * side * c.hidden if c.model == "mlp" else (
+            side * side * 9 * c.channels + c.channels * (side // 2) ** 2 * c.hidden)
+        return c.n_seeds * n * epochs * macs
+
+    return {
+        "needs": needs, "device": "cpu (a CUDA GPU is used when present: --device auto; it needs < 1 GB)",
+        "gpu_memory_gb": None,
+        **p.cpu_time("composable-subnetworks", cfg, work, "seeds x training images x epochs x model size"),
+        "notes": ["spec §7: full-size Fashion-MNIST with the official MLP is CPU-feasible (minutes to an hour per "
+                  "training); this run trains every module, the generalist and the controls for each seed"],
+    }
+
+
 def _load_data(cfg: Config, seed: int) -> tuple[str, dict[str, tuple[torch.Tensor, torch.Tensor]], str]:
     """Return (dataset name, {"train","val","test"} -> (X [N, 1, H, W] standardised, y), note)."""
     note = ""

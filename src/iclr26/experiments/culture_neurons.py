@@ -132,6 +132,36 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run culture-neurons --plan``)."""
+    from iclr26 import plan as p
+
+    if cfg.model == "gemma-3-270m":
+        secs = 327 if cfg.real_format == "letter" else 113
+        cost = p.measured_time(secs, f"docs/culture-neurons.md, {cfg.real_format} format, quiet 2-core machine, "
+                               "Gemma already dequantized")
+        needs, notes = [p.gemma_270m()], ["peak memory ~2.6 GB (cloze) / 3.9 GB (letter) of RAM, measured"]
+    else:
+        def work(c: Config) -> tuple[float, float]:  # organism + fine-tuning tokens x size; scoring and evaluation
+            size = c.layers * c.d * (4 * c.d + 3 * c.ff)
+            train = (c.steps * c.batch + 2 * c.ft_seeds * c.ft_steps * 32) * size
+            evals = (c.n_countries * (c.n_score_per + c.n_reading + c.n_eval_per) + c.n_nlu) * c.n_random * size
+            return train, evals
+
+        cost = p.cpu_time("culture-neurons", cfg, work, "organism and fine-tuning steps x model size (share "
+                          "0.8, from the 136 s of 165 s the organism took) and evaluated items x random sets x size",
+                          shares=(0.8, 0.2))
+        needs, notes = [], ["a cached organism (iclr26 cache list) skips its training share"]
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None, **cost, "notes": notes,
+        "reference": [
+            p.hub_weights("google/gemma-3-27b-it", note="the largest of the paper's six models (spec §3); "
+                          "BLEnD, CountryRC and the benchmarks are user-supplied files"),
+            p.cuda(80, note="spec §7: the six models in bf16 on one large GPU; 27B parameters are ~54 GB in bf16"),
+        ],
+    }
+
+
 # ---------------------------------------------------------------------- organism
 def _train_batch(tok, items):
     """Right-padded ``bos + prompt + gold`` rows with the loss on the gold token only."""

@@ -139,6 +139,30 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run degenerate-explanations --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # training and evaluation node-passes x layer cost
+        nodes, layer = c.n_min + c.n_max, c.hidden**2 * c.layers  # mean red + blue nodes of a graph
+        train = (c.n_train * nodes * c.epochs * (2 + len(c.natural_priors))
+                 + c.ba_graphs * (c.ba_base + 5) * c.ba_epochs) * layer
+        test = (c.n_graphs - c.n_train - c.n_val) * nodes * (c.est_k + 6 * c.metric_samples) * layer
+        return train, test
+
+    return {
+        "needs": [p.package("torch_geometric", "torch-geometric")], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("degenerate-explanations", cfg, work, "graphs x nodes x epochs (training) and graphs x nodes x "
+                     "perturbations (EST and the metrics) x layer cost, shares assumed 0.6 / 0.4", shares=(0.6, 0.4)),
+        "notes": ["the planted red/blue counting graphs and BA motifs are generated; nothing is downloaded"],
+        "reference": [
+            p.Need("MNIST75sp, MUTAG, GraphSST2 (user-supplied files)", "data", None,
+                   "PyG TUDataset / MNISTSuperpixels with a local root (https://chrsmrrs.github.io/datasets/)",
+                   "spec §7: MNIST75sp with K = 50 means millions of forward passes: use a GPU there"),
+        ],
+    }
+
+
 def _accuracy(probs: torch.Tensor, graphs: list) -> float:
     y = torch.cat([g.y for g in graphs])
     return float((probs.argmax(1) == y).float().mean())
@@ -518,4 +542,4 @@ def _draw_examples(ctx: RunContext, ev: dict, test: list, plt) -> None:
                     "The honest model selects every red and blue node, the degenerate one a single marker.")  # fmt: skip
 
 
-__all__ = ["Config", "PRESETS", "DESCRIPTION", "HEADLINE", "SEEDS", "EXPECTED", "run"]
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "HEADLINE", "SEEDS", "EXPECTED", "run", "plan"]

@@ -147,6 +147,29 @@ PRESETS = {
     },
 }
 
+
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run functional-rectified-flow --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float, float]:  # FNO training, sampling, the Gaussian checks
+        fno = c.grid * c.width**2 * c.layers
+        train = (c.steps * (4 + 2 * c.second_seed) + c.reflow_steps) * c.batch_size * fno
+        sample = (c.n_eval * c.eval_seeds * (sum(c.nfe) + sum(c.low_nfe)) + 4 * c.reflow_n * c.reflow_ode_steps) * fno
+        gauss = c.gauss_seeds * (c.gauss_steps * c.batch_size + c.gauss_samples * c.gauss_euler) * max(c.gauss_grids)
+        return train, sample, gauss
+
+    return {
+        "needs": [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("functional-rectified-flow", cfg, work, "training steps x batch x FNO cost, sampled functions "
+                     "x NFE x FNO cost and the Gaussian checks, shares assumed 0.4 / 0.3 / 0.3",
+                     shares=(0.4, 0.3, 0.3)),
+        "notes": ["the functions are generated (two-mode 1-D data, Matérn noise); the experiment runs on the CPU"],
+        "reference": [p.Need("MNIST, CelebA 64, Navier-Stokes (user-supplied)", "data", None,
+                             "files supplied by the user (spec §7: paper scale on a GPU, ~1e5-1e6 steps; FID needs "
+                             "user-supplied Inception weights)")],
+    }
+
 # The abstract's central statement: few-step sampling, straight paths, against functional diffusion
 HEADLINE = "straight_fast_mmd_nfe1"
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}

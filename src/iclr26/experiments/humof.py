@@ -114,6 +114,24 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run humof --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # training steps of every arm; scene generation
+        return c.steps * c.batch * c.seeds, (c.n_train_scenes + c.n_test_scenes) * c.seconds
+
+    return {
+        "needs": [p.mocap()] if cfg.motion_source == "mocap" else [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("humof", cfg, work, "steps x batch x seeds of the trained arms (share 0.9) and scene seconds "
+                     "generated (0.1)", shares=(0.9, 0.1)),
+        "notes": ["the scenes are composed from the mocap clips; the experiment runs on the CPU"],
+        "reference": [p.Need("GTA-IM / HUMANISE / HIK / HOI-M3 preprocessed npz (user-supplied)", "data", None,
+                             "the data sets' own sites; split files follow MutualDistance (spec §7: train on one GPU "
+                             "with bf16 attention)")],
+    }
+
+
 def _model_cfg(cfg: Config, arm: str) -> HumofConfig:
     base = HumofConfig(past=cfg.past, future=cfg.future, dct_n=cfg.dct_n, mode="humof")
     if arm == "ego":
@@ -451,4 +469,4 @@ def _figures(ctx, cfg, te, preds, path, pose, res, metrics, hz) -> None:
         ctx.save_figure(fig, "dct_scales", "Per-coefficient residual scales of each HUMOF-lite layer.")
 
 
-__all__ = ["Config", "PRESETS", "DESCRIPTION", "HEADLINE", "SEEDS", "EXPECTED", "run"]
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "HEADLINE", "SEEDS", "EXPECTED", "run", "plan"]

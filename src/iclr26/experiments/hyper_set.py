@@ -144,6 +144,38 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run hyper-set --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    needs = []
+    if cfg.dataset != "digits":
+        fallback = "the run falls back to sklearn digits (another experiment)" if cfg.dataset == "auto" else ""
+        needs.append(p.fashion_mnist(fallback=fallback))
+    if cfg.dataset != "fashion-mnist":
+        needs.append(p.digits())
+
+    def work(c: Config) -> tuple[float, float]:  # token-layer cost of the image models; of the Sudoku models
+        digits = c.dataset == "digits"
+        tokens = 16 if digits else (28 // c.patch) ** 2
+        n = min(c.n_train_per_class, 140) if digits else c.n_train_per_class
+        blocks = 2 * c.n_recur * (1 + c.fixed_step_arm) + c.vit_depth + max(c.extrap_recur)
+        image = 10 * n * c.epochs * tokens * blocks * (c.d * c.mlp_hidden + c.d**2 + tokens * c.d)
+        sudoku = c.sudoku_train * c.sudoku_epochs * 16 * (2 * c.n_recur + c.vit_depth) * (c.d * c.mlp_hidden + c.d**2)
+        return image, sudoku
+
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("hyper-set", cfg, work, "images x epochs x tokens x blocks x width cost (share assumed 0.7) "
+                     "and the same for the Sudoku models (0.3)", shares=(0.7, 0.3)),
+        "notes": ["the experiment runs on the CPU and uses no GPU even when one is present; the paper preset's "
+                  "d = 512, 2x2 patches and 200 epochs are a GPU-sized job, not practical on a CPU (spec §7 runs CIFAR "
+                  "on one GPU with AMP)"],
+        "reference": [p.Need("CIFAR-10/100 and the PALM 9x9 Sudoku CSV (user-supplied)", "data", None,
+                             "https://www.cs.toronto.edu/~kriz/cifar.html and the Sudoku files named in spec §7")],
+    }
+
+
 def _load(cfg: Config, seed: int, ctx: RunContext):
     """(name, Xtr, ytr, Xte, yte, image side, patch): pixels standardised with the training mean / std."""
     name = cfg.dataset
@@ -514,4 +546,4 @@ def _figures(ctx: RunContext, cfg: Config, img: dict, sdk: dict) -> None:
     ctx.save_figure(fig, "rank_and_angles", "Effective rank and inter-token angle across recurrences.")
 
 
-__all__ = ["Config", "PRESETS", "DESCRIPTION", "WORKLOAD", "HEADLINE", "SEEDS", "EXPECTED", "run"]
+__all__ = ["Config", "PRESETS", "DESCRIPTION", "WORKLOAD", "HEADLINE", "SEEDS", "EXPECTED", "run", "plan"]

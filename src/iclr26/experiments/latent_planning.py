@@ -126,6 +126,37 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run latent-planning --plan``)."""
+    from iclr26 import plan as p
+
+    if cfg.model == "gemma-3-270m":
+        ratio = 0.5 + 0.5 * (len(cfg.real_layers) * cfg.real_tc_steps * cfg.real_latents * cfg.real_items) / (
+            3 * 300 * 2048 * 120)
+        cost = p.measured_time(643, "docs/latent-planning.md: 120 items, transcoders on 3 layers, quiet 2-core "
+                               "machine", ratio, "transcoder layers x steps x latents x items (half the time)")
+        needs = [p.gemma_270m(), p.austen()]
+    else:
+        def work(c: Config) -> tuple[float, float]:  # organisms of every width; their transcoders
+            organisms = c.steps * 64 * sum(12 * w * w for w in c.widths) * c.layers
+            transcoders = c.tc_steps * 512 * sum(w * w * c.tc_expansion for w in c.widths) * c.layers
+            return organisms, transcoders
+
+        cost = p.cpu_time("latent-planning", cfg, work, "organism steps x width^2 x layers (share assumed 0.7) and "
+                          "transcoder steps x latents (0.3)", shares=(0.7, 0.3))
+        needs = []
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None, **cost,
+        "notes": ["cached organisms (iclr26 cache list) skip their training share"] if cfg.model == "organism" else [],
+        "reference": [
+            p.hub_weights("Qwen/Qwen3-14B", note="the largest model of the scale trend (spec §7); the 349-item a/an "
+                          "data set is a user-supplied file"),
+            p.hub_weights("mwhanna/qwen3-14b-transcoders-lowl0"),
+            p.cuda(40, note="Qwen3-14B in bf16 is ~28 GB of weights (our arithmetic; the spec gives no figure)"),
+        ],
+    }
+
+
 # ---------------------------------------------------------------------------------------------- organisms
 def _organism(cfg: Config, grammar: PlanningGrammar, d: int, seed: int):
     """One width of the sweep: the shared recipe at width d (4 heads, MLP 4d, AdamW lr 3e-3, batch 64)."""

@@ -161,6 +161,38 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run memorization-anisotropy --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # DDPM training; CFG network calls of generation and detection
+        net = c.hidden**2 * c.depth
+        prompts = len(c.dup_counts) * c.n_per_dup + c.n_normal + c.n_narrow
+        calls = 2 * (prompts * (c.n_samples * c.inference_steps + c.gen_num * (2 + sum(c.wen_ks) + c.sweep_points))
+                     + c.n_mitigate * (3 * c.mitigate_steps * c.mitigate_noises + 2 * c.n_samples * c.inference_steps))
+        return c.train_steps * c.batch_size * net, calls * net
+
+    needs = [p.digits()]
+    if cfg.backbone != "mlp":
+        needs.append(p.package("diffusers", "diffusers", note=f"the {cfg.backbone} backbone"))
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("memorization-anisotropy", cfg, work, "DDPM steps x batch x width^2 x depth (share 0.55, from "
+                     "the 10 s of 18 s the DDPM took) and CFG network calls x width^2 x depth (0.45)",
+                     shares=(0.55, 0.45)),
+        "notes": ["every preset is the 8x8-digits reproduction on the CPU (the experiment uses no GPU); the paper's "
+                  "Stable Diffusion setting goes through iclr26.diffusion's PipelineDenoiser, below",
+                  "with use_cache a DDPM trained before with the same config is loaded (iclr26 cache list), which "
+                  "skips the training share"],
+        "reference": [
+            p.hub_weights("CompVis/stable-diffusion-v1-4", note="the user supplies the memorized / normal prompt "
+                          "lists (500 / 500 for SD v1.4)"),
+            p.cuda(8, note="spec §7: the SD v1.4 UNet takes ~1.7 GB in bf16; mitigation backpropagates through it "
+                   "(8 GB is our margin for that)"),
+        ],
+    }
+
+
 def _zfit(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mu, sd = train.mean(0), train.std(0) + 1e-12
     return (train - mu) / sd, (test - mu) / sd

@@ -144,6 +144,37 @@ PRESETS = {
     },
 }
 
+
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run mi-ue --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    needs = []
+    if cfg.dataset != "digits":
+        fallback = "the run falls back to sklearn digits (another experiment)" if cfg.dataset == "auto" else ""
+        needs.append(p.fashion_mnist(fallback=fallback))
+    if cfg.dataset != "fashion-mnist":
+        needs.append(p.digits())
+
+    def work(c: Config) -> tuple[float, float]:  # perturbation generation; victim training under every defense
+        digits = c.dataset == "digits"
+        n = 10 * (min(c.n_train_per_class, 144) if digits else c.n_train_per_class)
+        pixels = 64 if digits else (28 // c.pool) ** 2
+        defenses = DEFENSE_SETS[c.defenses]
+        victims = 3 + len(defenses) + ("adv" in defenses) * c.adv_steps  # clean, EM, MI-UE, defenses; PGD costs more
+        return (2 * n * c.gen_epochs * (1 + c.pgd_steps) * pixels,
+                n * c.victim_epochs * c.n_victim_seeds * victims * pixels)
+
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("mi-ue", cfg, work, "images x generation epochs x PGD steps x pixels (share assumed 0.4) and "
+                     "images x victim epochs x victims x pixels (0.6)", shares=(0.4, 0.6)),
+        "notes": ["the experiment runs on the CPU (it uses no GPU); spec §7's CIFAR-10 / ResNet-18 setting costs "
+                  "~1,100 ResNet-18 epoch-equivalents: GPU-hours"],
+        "reference": [p.Need("CIFAR-10/100 (user-supplied image folder or arrays)", "data", None,
+                             "https://www.cs.toronto.edu/~kriz/cifar.html")],
+    }
+
 # Small CNNs gain nothing from a second intra-op thread on a shared 2-core machine.
 WORKLOAD = "small"
 

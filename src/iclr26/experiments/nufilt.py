@@ -134,6 +134,32 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run nufilt --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    needs = [p.digits()]
+    if cfg.fmnist:
+        needs.append(p.fashion_mnist(fallback="the Fashion-MNIST sequence is skipped (with a note)"))
+
+    def work(c: Config) -> tuple[float, float]:  # the digits sequences; the Fashion-MNIST sequence
+        per_task = (c.epochs * 20 + c.wudi_iters + c.nufilt_steps + c.long_steps) * c.hidden**2
+        digits = c.seeds * c.n_orders * len(c.overlaps) * c.n_tasks * per_task
+        fashion = c.fmnist * c.n_orders * c.n_tasks * (c.fmnist_per_class * c.epochs / 6 + c.wudi_iters) * c.hidden**2
+        return digits, fashion
+
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("nufilt", cfg, work, "seeds x orders x overlaps x tasks x steps (share assumed 0.8) and the "
+                     "Fashion-MNIST sequence's orders x images x epochs (0.2)", shares=(0.8, 0.2)),
+        "notes": ["tasks are PCA subspaces of digits / Fashion-MNIST features merged on the CPU; real CLIP merging is "
+                  "a library call (ContinualMerger), below"],
+        "reference": [p.hub_weights("openai/clip-vit-base-patch32", note="theta_0; the fine-tuned task encoders "
+                                    "(e.g. FusionBench's ViT-B/32 TA8) and the 8-20 data sets are user-supplied; "
+                                    "spec §7: merging runs on a CPU, evaluating them wants a GPU")],
+    }
+
+
 # ----------------------------------------------------------------------------------- model
 class MLP(nn.Module):
     """Bias-free ``in -> hidden -> hidden`` ReLU backbone; layers ``fc1``, ``fc2`` are the merged ones."""

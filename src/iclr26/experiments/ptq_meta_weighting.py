@@ -134,6 +134,29 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run ptq-meta-weighting --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float, float]:  # FP DDPM; reconstructions; evaluation samples
+        recon_arms = 2 + 2 * c.components + c.control + 2 * len(c.extra_w_bits)
+        recon = c.seeds * recon_arms * c.iters * c.batch * (1 + 3 / c.meta_every)
+        evals = (c.seeds * (c.n_calib_traj + c.n_val_traj) + c.n_eval * (recon_arms + 2)) * c.ddim_steps
+        return c.train_steps * c.train_batch, recon, evals
+
+    return {
+        "needs": [p.digits()], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("ptq-meta-weighting", cfg, work, "FP steps x batch (share 0.4, from the 46 s of 108 s the FP "
+                     "DDPM took), reconstruction arms x iterations x batch (0.5) and DDIM samples (0.1)",
+                     shares=(0.4, 0.5, 0.1)),
+        "notes": ["the FP DDPM is cached by config (iclr26 cache list), which skips its share; the experiment runs "
+                  "on the CPU"],
+        "reference": [p.hub_weights("google/ddpm-cifar10-32", note="spec §7: about 5k calibration pairs, ~20k "
+                                    "iterations per block; FID on 50k samples (user-supplied Inception weights): "
+                                    "one GPU for several hours per setting")],
+    }
+
+
 # ---------------------------------------------------------------------------- FP model
 # The FP model is the shared small DDPM base (iclr26.diffusion.ddpm): an unconditional diffusers UNet2DModel,
 # trained once per configuration and cached by cached_ddpm (keyed by data, config and training arguments).

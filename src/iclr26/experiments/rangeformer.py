@@ -128,6 +128,26 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run rangeformer --plan``); nothing is run."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # training of every model; evaluation over sizes and loop counts
+        models = c.rf_d**2 * c.train_loops_max + 2 * c.charton_d**2 * c.charton_layers
+        train = c.steps * c.batch * c.n_max**2 * models * (2 if c.extended else 1)
+        evals = c.test_count * (1 + len(c.size_ood)) * max([c.n_max, *c.size_ood]) ** 2 * c.rf_d**2 * sum(c.loops_grid)
+        return train, evals
+
+    return {
+        "needs": [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("rangeformer", cfg, work, "steps x batch x n^2 x model cost (share assumed 0.85) and test "
+                     "matrices x sizes x loops (0.15)", shares=(0.85, 0.15)),
+        "notes": ["the SPD matrices are generated; the experiment runs on the CPU"],
+        "reference": [p.Need("Matrix Market .mtx files (user-supplied)", "data", None,
+                             "https://math.nist.gov/MatrixMarket/ (spec §7: n in the thousands is feasible on a GPU)")],
+    }
+
+
 def accuracy(pred: np.ndarray, y: np.ndarray, tol: float = 0.05) -> float:
     """acc@5%: share of ``|ŷ − y| <= tol · max(1, |y|)``."""
     return float(np.mean(np.abs(pred - y) <= tol * np.maximum(1.0, np.abs(y))))

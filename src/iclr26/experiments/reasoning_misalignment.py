@@ -119,6 +119,29 @@ PRESETS = {
     "default": {},
     "paper": {"pretrain_steps": 2000, "finetune_steps": 240, "checkpoints": 6},
 }
+
+
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run reasoning-misalignment --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # pretraining + both fine-tunings; checkpoint evaluations
+        size = c.layers * c.d * (4 * c.d + 2 * c.ff)
+        evals = c.checkpoints * 2 * (c.n_eval + c.n_math) + c.n_random * c.n_pairs + 2 * (c.n_probe + c.n_ras)
+        return (c.pretrain_steps + 2 * c.finetune_steps) * c.batch * size, evals * size
+
+    return {
+        "needs": [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("reasoning-misalignment", cfg, work, "training steps x batch x model size (share 0.75, from "
+                     "the ~75 s of ~103 s the organism took) and evaluated prompts x model size (0.25)",
+                     shares=(0.75, 0.25)),
+        "notes": ["a cached organism (iclr26 cache list) skips its training share"],
+        "reference": [
+            p.hub_weights("Qwen/Qwen3-4B", note="the smallest of the paper's models; HEx-PHI (gated) and "
+                          "Alpaca-Cleaned are user-supplied"),
+            p.cuda(24, note="Qwen3-4B in bf16 is ~8 GB of weights; the 32B model needs ~64 GB (our arithmetic)"),
+        ],
+    }
 WORKLOAD = "small"
 
 

@@ -86,6 +86,27 @@ PRESETS = {
 }  # fmt: skip
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run role-modality-attacks --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float]:  # base, alignment and adversarial training; evaluated prompts
+        size = c.layers * c.d * (4 * c.d + 3 * c.ff)
+        return (c.base_steps + c.align_steps + 2 * c.adv_steps) * c.batch * size, c.n_eval * size
+
+    return {
+        "needs": [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("role-modality-attacks", cfg, work, "training steps x batch x model size (share 0.8, from the "
+                     "85 s of 107 s the organism took) and held-out prompts x model size (0.2)", shares=(0.8, 0.2)),
+        "notes": ["a cached organism (iclr26 cache list) skips the base and alignment training"],
+        "reference": [
+            p.hub_weights("llava-hf/llava-1.5-7b-hf", note="one of the paper's three VLMs; the data sets are "
+                          "user-supplied files"),
+            p.cuda(24, note="a 7B model in bf16 is ~14 GB of weights (our arithmetic; the spec gives no figure)"),
+        ],
+    }
+
+
 # ---------------------------------------------------------------------- corpus
 def _query(rng, harmful: bool) -> list[str]:
     n = int(rng.integers(3, 6))

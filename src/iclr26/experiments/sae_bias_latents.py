@@ -121,6 +121,31 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run sae-bias-latents --plan``)."""
+    from iclr26 import plan as p
+
+    def work(c: Config) -> tuple[float, float, float]:  # two organisms; the SAE; the evaluation notes
+        size = c.layers * c.d * (4 * c.d + 3 * c.ff)
+        sae = c.sae_steps * 1024 * c.n_latents * c.d + c.sae_tokens * size / 64
+        evals = (2 * (c.n_discovery + c.n_discovery_test) + 4 * c.n_eval + c.n_random * c.n_eval / 10
+                 + 64 * c.n_generate) * size
+        return 2 * c.steps * c.batch * size, sae, evals
+
+    return {
+        "needs": [], "device": "cpu", "gpu_memory_gb": None,
+        **p.cpu_time("sae-bias-latents", cfg, work, "organism steps x batch x size (share 0.8, from the 95 s of "
+                     "115 s the organism took), SAE steps x latents x d (0.15) and evaluated notes (0.05)",
+                     shares=(0.8, 0.15, 0.05)),
+        "notes": ["cached organisms (iclr26 cache list) skip their training share"],
+        "reference": [
+            p.hub_weights("google/gemma-2-2b-it", note="with GemmaScope SAEs (google/gemma-scope-2b-pt-res); "
+                          "MIMIC-IV needs credentialed access and is user-supplied"),
+            p.cuda(16, note="gemma-2-2b-it in bf16 is ~5 GB of weights, gemma-2-9b-it ~18 GB (our arithmetic)"),
+        ],
+    }
+
+
 # ---------------------------------------------------------------------------------------------- plumbing
 def _organism(cfg: Config, gen: ClinicalNotes, seed: int):
     def document(rng, tok):

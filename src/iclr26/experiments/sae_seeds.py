@@ -233,6 +233,51 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run sae-seeds --plan``); nothing is run."""
+    import math
+
+    from iclr26 import plan as p
+
+    # d x width x tokens of TopK training (synthetic parts and MiniLM's d = 384) and of dense ReLU-L1 training
+    topk = cfg.n_seeds * (sum(cfg.widths) * cfg.steps + sum(cfg.above_widths) * cfg.above_steps) * cfg.batch_size * cfg.d
+    if cfg.lm_variant:
+        topk += cfg.n_seeds * sum(cfg.lm_widths) * cfg.lm_steps * cfg.lm_batch_size * 384
+    dense = (cfg.n_seeds * cfg.relu_steps + cfg.bisect_iters * cfg.bisect_steps) * cfg.batch_size * cfg.relu_width * cfg.d
+    # BENCHMARKS.md, TopK SAE training on 2 CPU cores: 2,907 tokens/s (sparse backward) and 1,460 (dense) at
+    # d = 640 x 16,384 latents; plus the default run's measured time for everything else
+    rate = 640 * 16_384
+    cpu_s = topk / (2907 * rate) + dense / (1460 * rate) + p.DEFAULT_SECONDS["sae-seeds"]
+    linear = p.cpu_time("sae-seeds", cfg, lambda c: (c.n_seeds * (sum(c.widths) * c.steps + sum(c.above_widths)
+                        * c.above_steps + c.relu_width * c.relu_steps) * c.batch_size * c.d), "SAE width x steps x "
+                        "batch x d")
+    if linear["hours"] * 3600 <= cpu_s:
+        cpu_h, cpu_basis = linear["hours"], linear["basis"]
+    else:
+        cpu_h = cpu_s / 3600
+        cpu_basis = ("BENCHMARKS.md's 2-core TopK training rate (2,907 tokens/s at d = 640 x 16,384 latents; dense "
+                     "ReLU 1,460) over d x width x tokens trained, plus the 249 s default run for the rest")
+    needs = [p.minilm(), p.austen()] if cfg.lm_variant else []
+    notes = ["the SAEs train on ctx.device: a CUDA GPU is used when present (--device auto)"]
+    reference = [p.hub_weights("EleutherAI/pythia-160m", note="spec §7: layer-6 MLP activations with widths up to "
+                               "131k latents, matched 131k x 131k on a GPU (match_sparse)")]
+    if cpu_h <= 12:
+        return {"needs": needs, "device": "cpu (a CUDA GPU is used when present)", "gpu_memory_gb": None,
+                "hours": cpu_h, "basis": cpu_basis, "notes": notes, "reference": reference}
+    # a GPU-sized config: largest SAE with Adam state, one batch of pre-activations, the data if moved whole
+    width = max(cfg.widths + cfg.above_widths + (cfg.lm_widths if cfg.lm_variant else []))
+    d = max(cfg.d, 384 if cfg.lm_variant else 0)
+    gb = (16 * 2 * width * d + 12 * cfg.batch_size * width + 4 * cfg.n_samples * cfg.d) / 2**30 + 1
+    min_gb = max(8, math.ceil(2 * gb))
+    gpu = p.cuda(min_gb, note=f"without one the run takes ~{cpu_h:.0f} h on 2 CPU cores")
+    gpu_h = cpu_h / 100
+    hours = gpu_h if gpu.available else cpu_h
+    basis = (f"on a GPU ~{p.format_hours(gpu_h).lstrip('~')} (a guess: 100x the 2-core CPU rate, not measured); on "
+             f"2 CPU cores ~{cpu_h:.0f} h from {cpu_basis}")
+    return {"needs": [*needs, gpu], "device": f"1x CUDA GPU >= {min_gb} GB", "gpu_memory_gb": round(gb, 1),
+            "hours": hours, "basis": basis, "notes": notes, "reference": reference}
+
+
 HEADLINE = "C1"
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}  # the experiment trains n_seeds init seeds itself
 EXPECTED: dict[str, str | tuple[str, str]] = {

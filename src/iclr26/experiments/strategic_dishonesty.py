@@ -94,6 +94,36 @@ PRESETS = {
 }
 
 
+def plan(cfg: Config) -> dict:
+    """What a run with ``cfg`` needs and roughly costs (``iclr26 run strategic-dishonesty --plan``)."""
+    from iclr26 import plan as p
+
+    if cfg.model == "gemma-3-270m":
+        kept = sum(min(n, cfg.real_max_statements) for n in (68, 30, 30, 81))  # statements per relation
+        cost = p.measured_time(49, "docs/strategic-dishonesty.md: 209 statements, Gemma already dequantized, load ~2",
+                               0.5 + 0.5 * kept / 209, "the statements kept (half the time)")
+        needs = [p.gemma_270m()]
+    else:
+        def work(c: Config) -> tuple[float, float]:  # organism training; probe fits and random directions
+            size = c.layers * c.d * (4 * c.d + 3 * c.ff)
+            docs = c.n_train_docs + c.n_val_docs + c.n_test_docs
+            return c.steps * c.batch * size, docs * (size + c.n_shuffled + c.n_random + c.n_random_steer * size / 64)
+
+        cost = p.cpu_time("strategic-dishonesty", cfg, work, "organism steps x batch x size (share 0.9, from the 76 s "
+                          "of 84 s the organism took) and documents x (capture + refits + random directions) (0.1)",
+                          shares=(0.9, 0.1))
+        needs = []
+    return {
+        "needs": needs, "device": "cpu", "gpu_memory_gb": None, **cost,
+        "notes": ["a cached organism (iclr26 cache list) skips its training share"] if cfg.model == "organism" else [],
+        "reference": [
+            p.hub_weights("Qwen/QwQ-32B", note="the RepE facts, EvilMath / UnicornMath and Alpaca data are "
+                          "user-supplied"),
+            p.cuda(80, note="spec §7: QwQ-32B in bf16 is ~65 GB: one 141 GB card, or device_map='auto' over several"),
+        ],
+    }
+
+
 def _organism(cfg: Config, world: DishonestyWorld, seed: int):
     def document(rng, tok):
         return tok.convert_tokens_to_ids(world.document(rng, world.random_cue(rng)))
