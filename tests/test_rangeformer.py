@@ -180,3 +180,18 @@ def test_training_reduces_loss_and_loops_are_free_at_test_time():
     unlooped = RangeFormer(d=8, k=2, heads=2, loops=3, tied=False)
     with pytest.raises(UserError, match="loops"):
         unlooped(a, mask, loops=4)
+
+
+def test_special_matrices_equal_scipy():
+    """The hand-written generators against scipy's own: Hilbert (scipy.linalg.hilbert) and KMS as the symmetric
+    Toeplitz matrix of rho^k (scipy.linalg.toeplitz)."""
+    from scipy.linalg import hilbert, toeplitz
+
+    from iclr26.data.spd_matrices import hilbert_shift, kms
+
+    np.testing.assert_allclose(hilbert_shift(7, 0.3), hilbert(7) + 0.3 * np.eye(7), rtol=1e-15, atol=0)
+    rng = np.random.default_rng(0)
+    mats = kms(rng, 3, 6)
+    rho = np.random.default_rng(0).uniform(-0.9, 0.9, size=3)
+    for m, r in zip(mats, rho, strict=True):
+        np.testing.assert_allclose(m, toeplitz(r ** np.arange(6)), rtol=1e-12, atol=1e-15)
