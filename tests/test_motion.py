@@ -240,3 +240,17 @@ def test_baselines_and_errors_by_hand():
     truth[0, :, 0, 1] += 0.01  # 1 cm off sideways, pose shifted with the root
     truth[0, :, 1, 1] += 0.01
     assert np.allclose(path_error(cv, truth), 10.0, atol=1e-3) and np.allclose(pose_error(cv, truth), 0.0, atol=1e-3)
+
+
+def test_dct_and_quaternions_equal_scipy():
+    """The hand-written pieces against the libraries (issue 28): the DCT matrix is scipy.fft.dct(norm='ortho')
+    applied to the identity, and quat_to_matrix (w-first) is scipy's Rotation.from_quat (x, y, z, w order)."""
+    from scipy.fft import dct
+    from scipy.spatial.transform import Rotation
+
+    for n in (1, 5, 30):
+        np.testing.assert_allclose(D.dct_matrix(n, dtype=torch.float64).numpy(),
+                                   dct(np.eye(n), type=2, norm="ortho", axis=0), atol=1e-12)
+    q = np.random.default_rng(0).normal(size=(50, 4))  # unnormalised: both normalise
+    want = Rotation.from_quat(q[:, [1, 2, 3, 0]]).as_matrix()
+    np.testing.assert_allclose(M.quat_to_matrix(q), want, atol=1e-12)
