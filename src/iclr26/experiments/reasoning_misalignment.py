@@ -467,20 +467,31 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     metrics["heads_flagged"] = len(flagged)
     hh_markers = np.array([mk for mk, _i, _j in hh])
 
-    def n_flagged(a_on, a_off):
+    def count(a_on, a_off, t):
+        return float(flag_span_heads(a_on[t], a_off[t], sp_on[t], sp_off[t], min_frac=cfg.head_min_frac)
+                     .flagged.sum())
+
+    def flagged_minus(a, b):
+        """Heads flagged in organism a minus in organism b, markers resampled jointly (paired)."""
         def fn(ix):
             t = torch.as_tensor(ix, dtype=torch.long)
-            return float(flag_span_heads(a_on[t], a_off[t], sp_on[t], sp_off[t], min_frac=cfg.head_min_frac)
-                         .flagged.sum())
+            return count(*a, t) - count(*b, t)
         return cluster_bootstrap(fn, hh_markers, unit="marker", n_resamples=nb, seed=seed)
 
-    c2f_est = n_flagged(am_on, am_off)
-    # null arm: the same flag rule on the untrained organism (same architecture and initialisation seed)
-    untrained = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=cfg.heads, kv_heads=cfg.heads, ff=cfg.ff,
-                        vocab=len(enc.vocab), ctx=32, seed=seed, attn_implementation="eager").eval()
-    c2f_null = n_flagged(first_token_attention_argmax(untrained, b_on, q_on),
-                         first_token_attention_argmax(untrained, b_off, q_off))
-    metrics["heads_flagged_untrained"] = c2f_null.value
+    def untrained_argmax(init_seed):
+        m = tiny_lm("llama", d=cfg.d, layers=cfg.layers, heads=cfg.heads, kv_heads=cfg.heads, ff=cfg.ff,
+                    vocab=len(enc.vocab), ctx=32, seed=init_seed, attn_implementation="eager").eval()
+        return m, (first_token_attention_argmax(m, b_on, q_on), first_token_attention_argmax(m, b_off, q_off))
+
+    # The same flag rule flags heads of an untrained organism too (attention argmax lands on the span by
+    # position), so C2 compares with it: trained minus untrained (same architecture and initialisation seed).
+    # Null arm: a second untrained organism (another initialisation) minus the first, which flags as many.
+    untrained, am_u = untrained_argmax(seed)
+    _, am_u2 = untrained_argmax(seed + 7919)
+    c2f_est = flagged_minus((am_on, am_off), am_u)
+    c2f_null = flagged_minus(am_u2, am_u)
+    metrics["heads_flagged_untrained"] = count(*am_u, torch.arange(len(hh_markers)))
+    metrics["heads_flagged_untrained_other_init"] = count(*am_u2, torch.arange(len(hh_markers)))
     attn_impl_ok = base.config._attn_implementation == impl0
 
     off_rows = [enc(R.request_prompt(mk, i, j, False)) for mk, i, j in hh]
@@ -634,9 +645,10 @@ def run(cfg: Config, ctx: RunContext) -> Result:
               ">", 0.0, null=_point(float(np.median(r_mis)) - rb_c1.value, "random set", len(r_mis),
                                     "median random set minus the 95th percentile"),
               null_what="median random set's rise minus the 95th percentile", trained=True),
-        claim("C2_flagged", ">= 1 head's first-answer-token attention argmax moves onto the empty think span",
-              c2f_est, ">=", 1, null=c2f_null, null_what="heads the same rule flags in the untrained organism",
-              trained=True, detail=str(flagged)),
+        claim("C2_flagged", "the trained organism has more heads whose first-answer-token attention argmax moves "
+              "onto the empty think span than the untrained one (flagged trained - flagged untrained > 0)",
+              c2f_est, ">", 0, null=c2f_null, null_what="a second untrained organism (another initialisation) "
+              "minus the first", trained=True, detail=f"flagged in the trained organism: {flagged}"),
         claim("C2_ablation", "ablating the flagged heads lowers the mean refusal-probe score on harmful think-off "
               "prompts more than the 95th percentile of head sets of the same count per layer without a flagged head",
               c2a_est, ">", 0.0, null=c2a_null, null_what="median random head set minus the 95th percentile",
