@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -29,7 +30,9 @@ def test_smoke_runs(tmp_path, monkeypatch):
             assert c.null is not None and c.trained, c.name  # organism claims: decided only over >= 3 seeds
     # the transfer AUROC's interval is over the 9 test topics, the steering intervals over the 100 sums
     assert by["C1_transfer"].estimate.unit == "topic" and by["C1_transfer"].estimate.n == 9
-    assert by["C3_steer_honest"].estimate.n == 100 and by["C3_steer_honest"].null.n >= 100
+    # (the smoke preset draws 20 random directions: fewer than 100 leave the percentile without an interval)
+    assert by["C3_steer_honest"].estimate.n == 100 and by["C3_steer_honest"].null.n == cfg.n_random_steer == 20
+    assert math.isnan(by["C3_steer_honest"].estimate.lo) and by["C3_steer_honest"].verdict == "inconclusive"
     # one training seed: a decided verdict is not possible
     assert all(by[n].verdict in ("inconclusive", "no power") for n in m.EXPECTED)
 

@@ -81,8 +81,7 @@ RC_COUNTRIES = ("China", "Indonesia", "Iran", "Mexico", "South Korea", "Spain", 
 class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-3, batch=64, weight_decay=0.01,
                              limits={"layers": {"low": 2, "high": 12, "doc": "organism decoder layers (the "
                                                 "fine-tuning comparison needs >= 2)"},
-                                     "ff": {"doc": "MLP width = gate channels per layer"},
-                                     "lr": {"high": 0.01}})):
+                                     "ff": {"doc": "MLP width = gate channels per layer"}})):
     n_countries: int = param(8, "synthetic countries (even: sibling pairs)", low=4, high=16)
     n_values: int = param(8, "candidate values per topic", low=4, high=32)
     share: float = param(0.6, "fraction of topics on which sibling countries share the value", low=0.0, high=1.0)

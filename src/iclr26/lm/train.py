@@ -352,14 +352,15 @@ def organism_config(*, d: int = 64, layers: int = 2, heads: int = 4, ff: int = 2
          "weight_decay": weight_decay}  # a class body cannot read enclosing names it also assigns
 
     spec = {
-        "d": (int, "organism width (hidden size); a multiple of heads", {"low": 8}),
+        "d": (int, "organism width (hidden size); a multiple of heads", {"low": 8, "high": 8192}),
         "layers": (int, "organism transformer layers", {"low": 1, "high": 64}),
         "heads": (int, "organism attention heads", {"low": 1, "high": 64}),
-        "ff": (int, "organism MLP width", {"low": 4}),
-        "steps": (int, "organism training steps (AdamW, constant learning rate)", {"low": 0}),
-        "lr": (float, "organism learning rate", {"low": 0.0, "low_open": True, "high": 1.0}),
-        "batch": (int, "organism training batch (documents per step)", {"low": 1}),
-        "weight_decay": (float, "organism AdamW weight decay", {"low": 0.0, "high": 1.0}),
+        "ff": (int, "organism MLP width", {"low": 4, "high": 65536}),
+        "steps": (int, "organism training steps (AdamW, constant learning rate)", {"low": 1, "high": 1_000_000}),
+        # a tiny LM diverges above ~1e-2 (the boundary fuzz runs at the highs)
+        "lr": (float, "organism learning rate", {"low": 0.0, "low_open": True, "high": 0.01}),
+        "batch": (int, "organism training batch (documents per step)", {"low": 1, "high": 65536}),
+        "weight_decay": (float, "organism AdamW weight decay", {"low": 0.0, "high": 0.1}),
     }
     bad = set(limits or {}) - set(spec)
     if bad:
