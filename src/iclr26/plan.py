@@ -218,6 +218,18 @@ def digits() -> Need:
     return Need("sklearn 8x8 digits (ship with scikit-learn)", "data", _find("sklearn"), "pip install scikit-learn")
 
 
+def image_data(dataset: str) -> list[Need]:
+    """The data a ``dataset`` choice of ``fashion-mnist`` | ``digits`` | ``auto`` needs (``auto`` falls back to
+    digits when Fashion-MNIST is missing, which is another experiment, so Fashion-MNIST is still a need)."""
+    needs = []
+    if dataset != "digits":
+        fallback = "the run falls back to sklearn digits (another experiment)" if dataset == "auto" else ""
+        needs.append(fashion_mnist(fallback=fallback))
+    if dataset != "fashion-mnist":
+        needs.append(digits())
+    return needs
+
+
 def fashion_mnist(*, fallback: str = "") -> Need:
     """Fashion-MNIST's four IDX files where :func:`iclr26.data.images.load_fashion_mnist` looks for them.
 

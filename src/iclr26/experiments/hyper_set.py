@@ -148,12 +148,7 @@ def plan(cfg: Config) -> dict:
     """What a run with ``cfg`` needs and roughly costs (``iclr26 run hyper-set --plan``); nothing is run."""
     from iclr26 import plan as p
 
-    needs = []
-    if cfg.dataset != "digits":
-        fallback = "the run falls back to sklearn digits (another experiment)" if cfg.dataset == "auto" else ""
-        needs.append(p.fashion_mnist(fallback=fallback))
-    if cfg.dataset != "fashion-mnist":
-        needs.append(p.digits())
+    needs = p.image_data(cfg.dataset)
 
     def work(c: Config) -> tuple[float, float]:  # token-layer cost of the image models; of the Sudoku models
         digits = c.dataset == "digits"
