@@ -35,10 +35,11 @@ HOOK_KEYS = ("needs", "device", "gpu_memory_gb", "hours", "basis", "notes", "ref
 DEFAULT_SECONDS = {
     "humof": 545, "role-modality-attacks": 327, "sae-seeds": 249, "ptq-meta-weighting": 231, "sae-bias-latents": 206,
     "latent-planning": 202, "culture-neurons": 183, "fdfi": 181, "functional-rectified-flow": 177, "mi-ue": 171,
-    "strategic-dishonesty": 164, "degenerate-explanations": 145, "nufilt": 144, "rangeformer": 124,
+    "strategic-dishonesty": 164, "degenerate-explanations": 267, "nufilt": 144, "rangeformer": 124,
     "composable-subnetworks": 106, "reasoning-misalignment": 99, "hyper-set": 94, "ampo": 64,
     "memorization-anisotropy": 59,
 }  # fmt: skip
+# degenerate-explanations: 5 seeds since 2026-12-06, the one-thread cold run of BENCHMARKS.md's 1-vs-2-thread table
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-06, 2 CPU cores, cold cache)"
 MIN_RUN_S = 10.0  # importing torch, writing figures and the report: no run is faster
 

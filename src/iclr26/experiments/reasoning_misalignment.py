@@ -342,7 +342,6 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     seed = ctx.seed
     rng = np.random.default_rng(seed)
     base, tok, info = _base(cfg, seed)
-    base.set_attn_implementation("eager")  # from_pretrained picks sdpa; the organism is an eager-attention model
     impl0 = base.config._attn_implementation
     enc = _Enc(tok)
     metrics: dict[str, float] = {}  # whether the organism came from the cache is in the notes, not a metric
