@@ -34,8 +34,8 @@ def _seed_everything():
 # other idles (`--dist load --maxschedchunk 1` hands out the list in order, a test or two at a time, to whichever
 # worker is free; `worksteal`, and `load` with its default chunks, gave the whole head of the list to one worker).
 # Order only; nothing depends on it.
-_LONG_FIRST = ("[humof]", "[culture-neurons]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
-               "[fdfi]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
+_LONG_FIRST = ("[humof]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
+               "[fdfi]", "[culture-neurons]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
                "[nufilt]", "[reasoning-misalignment]", "test_lm_variant_larger", "[rangeformer]",
                "[composable-subnetworks]", "[sae-bias-latents]", "test_gemma3_culture_units", "[hyper-set]")
 

@@ -189,6 +189,43 @@ class _FixedLogits(torch.nn.Module):
         return type("O", (), {"logits": out})()
 
 
+def test_general_cloze_is_frame_matched_and_well_formed():
+    items = D.general_cloze(seed=3)
+    assert len(items) == sum(len(f) for _, f, _ in D.GENERAL_FACTS.values()) == 59
+    for it in items:
+        frame, facts, _pool = D.GENERAL_FACTS[it.relation]
+        gold = it.options[it.gold].strip()
+        assert (it.prompt, gold) in {(frame.format(x=x), v) for x, v in facts}
+        assert it.prompt.startswith("The ") and " of " in it.prompt  # the country questions' frame
+        firsts = [o.split()[0] for o in it.options]
+        assert len(set(firsts)) == 4 and all(o.startswith(" ") for o in it.options)
+        assert it.country == ""  # no country anywhere in the control set
+    assert [i.options for i in D.general_cloze(seed=3)] == [i.options for i in items]
+
+
+def test_last_logits_equals_the_full_forward_at_each_rows_last_position():
+    from iclr26.lm import tiny_lm
+
+    model = tiny_lm("llama", d=16, layers=1, heads=2, ff=32, vocab=30, seed=0).eval()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 30, (5, 7), generator=g)
+    am = torch.ones_like(ids)
+    for i, n in enumerate([7, 3, 5, 3, 1]):  # right padding, two rows share a length
+        am[i, n:] = 0
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=am).logits
+        got = m._last_logits(model, ids, am)
+
+        class NoKeep(torch.nn.Module):  # a forward without logits_to_keep takes the full-logits path
+            def forward(self, input_ids, attention_mask):
+                return model(input_ids=input_ids, attention_mask=attention_mask)
+
+        fallback = m._last_logits(NoKeep(), ids, am)
+    want = full[torch.arange(5), am.sum(1) - 1]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fallback, want, rtol=0, atol=0)
+
+
 def test_correct_with_per_row_choices_against_hand_argmax():
     g = torch.Generator().manual_seed(0)
     last = torch.randn(5, 12, generator=g)
@@ -208,12 +245,12 @@ def test_correct_with_per_row_choices_against_hand_argmax():
 
 @pytest.mark.slow
 @pytest.mark.real
-@pytest.mark.parametrize("fmt,n_items", [("cloze", 12), ("letter", 4)])
+@pytest.mark.parametrize("fmt,n_items", [("cloze", 8), ("letter", 4)])
 def test_gemma3_culture_units(tmp_path, fmt, n_items):
     from iclr26.core.errors import MissingAssetError
 
     # 12 (or 4) items per relation: the pipeline, not the claim
-    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=n_items, real_n_random=2,
+    cfg = dataclasses.replace(m.Config(), model="gemma-3-270m", real_max_items=n_items, real_n_random=3,
                               real_format=fmt)
     try:
         res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "default"))
@@ -230,6 +267,11 @@ def test_gemma3_culture_units(tmp_path, fmt, n_items):
         # the base model knows capitals and antonyms in cloze form (1.0 on all 68 / 40): a wrong option-token
         # mapping would put these near chance (0.25)
         assert res.metrics["acc_clean_neuron_split"] >= 0.75 and res.metrics["acc_clean_nlu"] >= 0.75
-    assert {c.name for c in res.claims} == {"sanity_R_clean_above_chance", "R1_drop_vs_random", "R1_nlu_kept"}
-    r1 = next(c for c in res.claims if c.name == "R1_drop_vs_random")
-    assert r1.null is not None and r1.estimate.unit == "fact"
+    by = {c.name: c for c in res.claims}
+    assert set(by) == {"sanity_R_clean_above_chance", "sanity_R_general_known", "C1_cultural_drop",
+                       "C1_above_random", "C1_selective", "C1_nlu_kept"}
+    assert by["C1_cultural_drop"].estimate.unit == "country" and by["C1_cultural_drop"].null is not None
+    # the selectivity contrast: both sets' drops are in the metrics, and the claim is their difference
+    assert by["C1_selective"].value == pytest.approx(res.metrics["drop_test"] - res.metrics["drop_general"])
+    assert res.metrics["n_general_items"] == 6 * n_items  # six non-cultural relations with >= n_items facts each
+    assert (tmp_path / "figures" / "accuracy_drop.png").exists()

@@ -50,7 +50,7 @@ def test_every_preset_plans_without_running(slug, monkeypatch):
 
 @pytest.mark.parametrize("slug", ["culture-neurons", "latent-planning", "strategic-dishonesty"])
 def test_model_choice_changes_the_needs(slug):
-    organism = plan.plan_paper(slug, "default")
+    organism = plan.plan_paper(slug, "default", {"model": "organism"})
     gemma = plan.plan_paper(slug, "default", {"model": "gemma-3-270m"})
     assert not any("Gemma" in n.name for n in organism.needs)
     assert any(n.kind == "weights" and "Gemma" in n.name for n in gemma.needs)

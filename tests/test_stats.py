@@ -57,6 +57,30 @@ def test_cluster_bootstrap_is_wider_than_rows_for_clustered_data():
     assert (cl.hi - cl.lo) == pytest.approx(np.ptp(np.quantile(tm, [0.025, 0.975])) * 1.0, rel=1.0)
 
 
+def test_stratified_cluster_bootstrap_keeps_each_sample_size():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1.0, 1, 40), rng.normal(0.0, 1, 25)
+    x = np.concatenate([a, b])
+    side = np.array(["a"] * 40 + ["b"] * 25)
+    rows = np.arange(65)  # one cluster per row
+
+    def share_a(i):
+        return float((side[i] == "a").mean())
+
+    # oracle: with strata every resample has 40 rows of a and 25 of b, so the share is a constant
+    kept = stats.cluster_bootstrap(share_a, rows, unit="item", strata=side)
+    assert kept.lo == kept.hi == pytest.approx(40 / 65)
+    assert stats.cluster_bootstrap(share_a, rows, unit="item").hi > 40 / 65  # unstratified: the share moves
+    # a difference of means matches scipy's independent two-sample bootstrap (the same resampling scheme)
+    diff = stats.cluster_bootstrap(lambda i: x[i][side[i] == "a"].mean() - x[i][side[i] == "b"].mean(), rows,
+                                   unit="item", strata=side, n_resamples=4000)
+    ref = ss.bootstrap((a, b), lambda u, v, axis: u.mean(axis) - v.mean(axis), vectorized=True, n_resamples=4000,
+                       method="percentile", random_state=np.random.default_rng(0)).confidence_interval
+    assert diff.lo == pytest.approx(ref.low, abs=0.08) and diff.hi == pytest.approx(ref.high, abs=0.08)
+    with pytest.raises(UserError, match="constant within"):
+        stats.cluster_bootstrap(share_a, np.zeros(65, int), unit="item", strata=side)
+
+
 def test_permutation_and_sign_tests_match_scipy():
     rng = np.random.default_rng(4)
     a, b = rng.normal(0.5, 1, 30), rng.normal(0, 1, 30)

@@ -39,6 +39,7 @@ DEFAULT_SECONDS = {
     "composable-subnetworks": 106, "reasoning-misalignment": 99, "hyper-set": 94, "ampo": 64,
     "memorization-anisotropy": 59,
 }  # fmt: skip
+# culture-neurons: its organism path (the default until 2026-12-06; the Gemma default's hook has its own measured time)
 # degenerate-explanations: 5 seeds since 2026-12-06, the one-thread cold run of BENCHMARKS.md's 1-vs-2-thread table
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-06, 2 CPU cores, cold cache)"
 MIN_RUN_S = 10.0  # importing torch, writing figures and the report: no run is faster

@@ -212,25 +212,42 @@ def cluster_bootstrap(
     n_resamples: int = 2000,
     level: float = LEVEL,
     seed: int = 0,
+    strata: Any | None = None,
 ) -> Est:
     """Bootstrap over independent clusters: ``statistic(rows)`` gets row indices, and each resample draws
     whole clusters (topics, scenes, facts, nouns, seeds) with replacement and concatenates their rows.
 
     ``clusters`` gives each row's cluster label. This is the interval to use when rows within a cluster
-    are not independent (ten shuffles of one fact, many windows of one scene).
+    are not independent (ten shuffles of one fact, many windows of one scene). ``strata`` (one label per
+    row, constant within a cluster) resamples each stratum's clusters on their own, keeping its count: a
+    two-sample comparison (cultural facts vs control facts) then compares two sets of their real sizes.
     """
     lab = np.asarray(clusters)
     if lab.ndim != 1:
         raise UserError(f"cluster_bootstrap: clusters must be 1-d (one label per row), got shape {lab.shape}")
     uniq, inv = np.unique(lab, return_inverse=True)
     members = [np.flatnonzero(inv == k) for k in range(uniq.size)]
+    if strata is None:
+        groups = [np.arange(uniq.size)]
+    else:
+        st = np.asarray(strata)
+        if st.shape != lab.shape:
+            raise UserError(f"cluster_bootstrap: strata must give one label per row ({lab.shape}), got {st.shape}")
+        of = [np.unique(st[m]) for m in members]
+        if any(o.size != 1 for o in of):
+            raise UserError("cluster_bootstrap: a cluster spans several strata; strata must be constant within one")
+        of = np.array([o[0] for o in of])
+        groups = [np.flatnonzero(of == s) for s in np.unique(of)]
     value = float(statistic(np.arange(lab.size)))
-    if uniq.size < 2:
+    if min(g.size for g in groups) < 2:
         return _nan_est(unit, int(uniq.size), "cluster-bootstrap", value)
     rng = np.random.default_rng(seed)
     dist = np.empty(n_resamples)
     for r in range(n_resamples):
-        pick = rng.integers(0, uniq.size, uniq.size)
+        if strata is None:
+            pick = rng.integers(0, uniq.size, uniq.size)
+        else:
+            pick = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in groups])
         dist[r] = statistic(np.concatenate([members[k] for k in pick]))
     ok = dist[np.isfinite(dist)]
     if ok.size < n_resamples / 2:

@@ -361,6 +361,52 @@ def reading_cloze(countries, per: int = 1, seed: int = 0) -> list[ClozeItem]:
     return out
 
 
+# Frame-matched non-cultural facts: the same "The <relation> of <thing> is" cloze frame as the country questions,
+# about things no culture owns (colours, irregular plurals, animals' young, homes and females, materials). Culture
+# units should spare them. Two relations were tried and dropped before any suppression was run, because Gemma 3
+# 270M answers them near chance clean (legs of an animal, sides of a polygon): a set it does not know cannot lose.
+GENERAL_FACTS = {
+    "colour": ("The colour of {x} is", (("the sky", "blue"), ("grass", "green"), ("snow", "white"), ("blood", "red"),
+                                        ("coal", "black"), ("a banana", "yellow"), ("chocolate", "brown"),
+                                        ("a carrot", "orange"), ("a ripe tomato", "red"), ("milk", "white"),
+                                        ("a lemon", "yellow"), ("an emerald", "green")),
+               ("blue", "green", "white", "red", "black", "yellow", "brown", "orange", "purple", "pink", "grey")),
+    "plural": ("The plural of {x} is", (("mouse", "mice"), ("child", "children"), ("foot", "feet"),
+                                         ("tooth", "teeth"), ("man", "men"), ("goose", "geese"), ("woman", "women"),
+                                         ("person", "people"), ("ox", "oxen"), ("louse", "lice")),
+               ("mice", "children", "feet", "teeth", "men", "geese", "women", "people", "oxen", "lice")),
+    "young": ("The young of a {x} is called a", (("cat", "kitten"), ("dog", "puppy"), ("cow", "calf"),
+                                                  ("sheep", "lamb"), ("horse", "foal"), ("frog", "tadpole"),
+                                                  ("kangaroo", "joey"), ("bear", "cub"), ("duck", "duckling"),
+                                                  ("hen", "chick")),
+              ("kitten", "puppy", "calf", "lamb", "foal", "tadpole", "joey", "cub", "duckling", "chick")),
+    "home": ("The home of a {x} is called a", (("bee", "hive"), ("bird", "nest"), ("spider", "web"),
+                                                ("rabbit", "burrow"), ("horse", "stable"), ("pig", "sty"),
+                                                ("dog", "kennel"), ("bear", "den"), ("lion", "den"), ("fox", "den")),
+             ("hive", "nest", "web", "burrow", "stable", "sty", "kennel", "den")),
+    "female": ("The female of a {x} is called a", (("horse", "mare"), ("sheep", "ewe"), ("deer", "doe"),
+                                                    ("pig", "sow"), ("lion", "lioness"), ("bull", "cow"),
+                                                    ("rooster", "hen"), ("fox", "vixen")),
+               ("mare", "ewe", "doe", "sow", "lioness", "cow", "hen", "vixen", "queen")),
+    "material": ("The material of a {x} is", (("window", "glass"), ("candle", "wax"), ("tyre", "rubber"),
+                                               ("sweater", "wool"), ("brick", "clay"), ("pencil", "wood"),
+                                               ("coin", "metal"), ("shoe", "leather"), ("bottle", "glass")),
+                 ("glass", "wax", "rubber", "wool", "clay", "wood", "metal", "leather", "paper", "stone")),
+}
+
+
+def general_cloze(seed: int = 0) -> list[ClozeItem]:
+    """The non-cultural control set in cloze form (59 items): the country questions' frame with a thing in place
+    of the country, four options from the relation's value pool (first words distinct)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for rel, (frame, facts, pool) in GENERAL_FACTS.items():
+        for x, v in facts:
+            opts, gold = _four(rng, v, [p for p in pool if p != v])
+            out.append(ClozeItem(rel, "", frame.format(x=x), frame.replace("{x}", "X"), opts, gold))
+    return out
+
+
 def antonym_cloze(seed: int = 0) -> list[ClozeItem]:
     """The NLU proxy for the cloze form: "The opposite of hot is" -> " cold" among four antonyms (40 items)."""
     rng = np.random.default_rng(seed)

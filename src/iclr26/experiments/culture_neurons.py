@@ -1,15 +1,13 @@
 """Neuron-Level Analysis of Cultural Understanding in Large Language Models (ICLR 2026, arXiv 2510.08284).
 
-Small reproduction of CULNIG on a model organism: a tiny Llama learns the facts of eight synthetic countries as
-multiple-choice questions (six BLEnD-like topics, sibling countries sharing most values), a reading task that
-names countries and two NLU-like tasks. Units (gate and q/k/v channels) are scored with p · max_t a ⊙ ∂p/∂a on the
-neuron-split topics; culture-general units (top 1 % MLP / 0.2 % attention by data minus options-only control,
-minus the reading-task top 1 %) and culture-specific units (top 0.3 % per country, reading filter, z >= 0.5) are
-selected with :mod:`iclr26.interp.unit_scores` and suppressed on the held-out test topics, against random units of
-equal count. A last step fine-tunes a held-back NLU task in the MLP of the layer richest / poorest in culture-general
-units and measures how much cultural accuracy each loses. ``model=gemma-3-270m`` runs scoring, selection and
-suppression against random units on Gemma 3 270M over 140 country facts, in cloze form by default
-(``real_format=letter``: the paper's lettered MCQs, which the 270M base model answers at chance).
+Default: CULNIG on Gemma 3 270M, no training. Units (18 layers of gate and q/k/v channels) are scored with
+p · max_t a ⊙ ∂p/∂a on cloze questions about country capitals (the neuron split), minus a control with the country
+removed and the top 1 % on reading passages that merely name countries; the culture-general units are zeroed and
+accuracy is read on held-out country facts (currencies, languages), on frame-matched non-cultural facts and on
+antonyms, against 20 equal-count random unit sets. ``model=organism`` runs the full pipeline (culture-specific units,
+sibling countries, fine-tuning in the richest vs poorest layer) on a tiny Llama trained on eight synthetic countries'
+facts as multiple-choice questions; ``real_format=letter`` asks the paper's lettered MCQs, which the 270M base
+model answers at chance.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ import numpy as np
 import torch
 
 from iclr26.core import param
+from iclr26.core.progress import progress
 from iclr26.core.errors import UserError
 from iclr26.data.culture import (
     LETTERS,
@@ -31,6 +30,7 @@ from iclr26.data.culture import (
     antonym_cloze,
     country_cloze,
     country_mcqs,
+    general_cloze,
     country_reading,
     encode_items,
     number_mcqs,
@@ -50,28 +50,25 @@ from iclr26.runs import Result, RunContext, claim
 from iclr26.stats import Est, bootstrap, cluster_bootstrap, mean_over, random_baseline
 
 DESCRIPTION = (
-    "Culture neurons (CULNIG) on a tiny Llama organism that knows eight synthetic countries' facts as MCQs: "
-    "p * max_t(a * dp/da) unit scores on gate and q/k/v channels, culture-general and culture-specific selection "
-    "with the options-only control and the reading-task filter, suppression against equal-count random units on "
-    "held-out topics, and NLU fine-tuning in the layer richest vs poorest in culture-general units."
+    "Culture neurons (CULNIG) on Gemma 3 270M: p * max_t(a * dp/da) unit scores on gate and q/k/v channels, "
+    "culture-general selection with the country-removed control and the reading-task filter, and suppression "
+    "against 20 equal-count random unit sets on held-out country facts, frame-matched non-cultural facts and "
+    "antonyms. The organism path (model=organism) adds culture-specific units and layer fine-tuning."
 )
 WORKLOAD = "small"
-HEADLINE = "C1_cultural_drop"
-# one organism per seed; a cold organism costs ~2 min of CPU, so three seeds would break the default budget and the
-# trained claims stay inconclusive at the default preset (decided with --seeds 3 or the paper preset)
+HEADLINE = "C1_selective"
+# the default reads a pretrained model (nothing trained, one run); the organism path at the paper preset trains
+# three organisms
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
-_ONE = "one trained organism (default runs one seed; docs/culture-neurons.md)"
 EXPECTED: dict[str, Any] = {
-    "C1_cultural_drop": ("inconclusive", f"would be not held: 0.0125 [-0.025, 0.05] over 24 facts vs >= 0.15; {_ONE}"),
-    "C1_above_random": ("inconclusive", "-0.009 [-0.15, 0.042] over 24 facts (random p95 folded in) straddles 0"),
-    "C1_nlu_kept": ("inconclusive", "0.035 [0.01, 0.06] over 200 items straddles 0.03; random units give 0.005"),
-    "sanity_clean_cultural": ("inconclusive", "clean test accuracy 0.875 [0.817, 0.929] over 24 facts straddles 0.9"),
-    "sanity_clean_nlu": "held",
-    "C3_specific": ("inconclusive", f"would be not held: -0.051 [-0.133, 0.032] over 8 countries vs >= 0.10; {_ONE}"),
-    "C4_siblings": ("inconclusive", "5 of 8 countries: 0.625 [0.25, 0.875] straddles 0.75 (random units: 0.125)"),
-    "sanity_ft_learned": ("not held", "the poorest layer's MLP reaches 0.79 [0.73, 0.84] < 0.9 on `min` in 500 steps"),
-    "C5_finetune": ("inconclusive", "0.046 [-0.019, 0.108] over 24 facts straddles 0.05; two fine-tuning seeds of "
-                    "the same layer already differ by 0.26 (null), so it could not show the layer effect anyway"),
+    "C1_selective": ("inconclusive", "-0.003 [-0.14, 0.13] over 49 countries and 59 non-cultural facts: the units "
+                     "cost country facts (0.167) and non-cultural facts (0.169) alike; the upper end just reaches "
+                     "0.12"),
+    "C1_cultural_drop": ("inconclusive", "0.167 [0.081, 0.253] over 49 countries straddles 0.15 (random sets: 0.001)"),
+    "C1_above_random": "held",
+    "C1_nlu_kept": ("not held", "antonyms lose 0.20 [0.075, 0.325] (random sets 0.0025)"),
+    "sanity_R_clean_above_chance": "held",
+    "sanity_R_general_known": "held",
 }
 RC_COUNTRIES = ("China", "Indonesia", "Iran", "Mexico", "South Korea", "Spain", "the United Kingdom",
                 "the United States")
@@ -104,12 +101,14 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-
     ft_steps: int = param(500, "fine-tuning steps on the held-back NLU task (min; batch 32)", low=1, high=10_000)
     ft_lr: float = param(5e-3, "fine-tuning learning rate", low=0.0, high=0.01, low_open=True)
     ft_seeds: int = param(2, "fine-tuning seeds per arm", low=1, high=10)
-    model: str = param("organism", "organism: the trained tiny Llama (the reproduction); gemma-3-270m: scoring, "
-                       "selection and suppression vs random units on Gemma 3 270M (real-model path)",
+    model: str = param("gemma-3-270m", "gemma-3-270m: scoring, selection and suppression vs random units on Gemma 3 "
+                       "270M's country facts (the default reproduction, no training); organism: the trained tiny "
+                       "Llama with the full CULNIG pipeline (specific units, siblings, fine-tuning)",
                        choices=["organism", "gemma-3-270m"])
-    real_max_items: int = param(1000, "real-model path: at most this many MCQs per relation", low=4, high=1000)
-    real_n_random: int = param(5, "real-model path: random unit sets", low=2, high=100)
-    real_batch: int = param(16, "real-model path: batch size for scoring and evaluation", low=1, high=256)
+    real_max_items: int = param(1000, "real-model path: at most this many items per relation", low=4, high=1000)
+    real_n_random: int = param(20, "real-model path: random unit sets (the selected set must beat the largest of "
+                               "the first n-1; the n-th is the null)", low=2, high=1000)
+    real_batch: int = param(32, "real-model path: batch size for scoring and evaluation", low=1, high=256)
     real_format: str = param("cloze", "real-model path: cloze (the answer's first token after 'The capital city of "
                              "X is'; a 270M base model knows these) or letter (the paper's lettered MCQ, answered by "
                              "' A'..' D'; Gemma 3 270M is at chance there)", choices=["cloze", "letter"])
@@ -122,11 +121,11 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-
 
 
 PRESETS = {
-    "smoke": {"d": 32, "layers": 2, "ff": 64, "steps": 60, "n_countries": 4, "n_score_per": 1, "n_reading": 2,
+    "smoke": {"model": "organism", "d": 32, "layers": 2, "ff": 64, "steps": 60, "n_countries": 4, "n_score_per": 1, "n_reading": 2,
               "n_eval_per": 2, "n_nlu": 16, "n_random": 100, "ft_steps": 5, "ft_seeds": 1, "real_max_items": 6,
               "real_n_random": 2},
     "default": {},
-    "paper": {"d": 128, "layers": 8, "ff": 1024, "steps": 6000, "n_score_per": 10, "n_reading": 20,
+    "paper": {"model": "organism", "d": 128, "layers": 8, "ff": 1024, "steps": 6000, "n_score_per": 10, "n_reading": 20,
               "n_eval_per": 20, "n_nlu": 500, "n_random": 200, "ft_seeds": 5},
 }
 
@@ -136,10 +135,15 @@ def plan(cfg: Config) -> dict:
     from iclr26 import plan as p
 
     if cfg.model == "gemma-3-270m":
-        secs = 327 if cfg.real_format == "letter" else 113
-        cost = p.measured_time(secs, f"docs/culture-neurons.md, {cfg.real_format} format, quiet 2-core machine, "
-                               "Gemma already dequantized")
-        needs, notes = [p.gemma_270m()], ["peak memory ~2.6 GB (cloze) / 3.9 GB (letter) of RAM, measured"]
+        # cloze: 126 s at 20 random sets, 1 thread, quiet (2026-12-06), ~4 s per random set; letter: 327 s with 5
+        # random sets before evaluation kept only the last position's logits (an upper bound, not re-measured)
+        if cfg.real_format == "letter":
+            secs, basis = 327 + 12 * max(0, cfg.real_n_random - 5), "letter format: 327 s measured with 5 random sets"
+        else:
+            secs, basis = 46 + 4 * cfg.real_n_random, "cloze: 126 s measured with 20 random sets, 4 s per set"
+        cost = p.measured_time(secs, f"docs/culture-neurons.md, {basis}, quiet 2-core machine, 1 thread, Gemma "
+                               "already dequantized")
+        needs, notes = [p.gemma_270m()], ["peak memory ~2.8 GB (cloze) / 3.9 GB (letter) of RAM, measured"]
     else:
         def work(c: Config) -> tuple[float, float]:  # organism + fine-tuning tokens x size; scoring and evaluation
             size = c.layers * c.d * (4 * c.d + 3 * c.ff)
@@ -193,8 +197,7 @@ def _correct(model, batch, gold, choices=None) -> np.ndarray:
     ch_all = None if choices is None else torch.as_tensor(np.asarray(choices), dtype=torch.long)
     for s in range(0, n, B):
         ids, am = batch["input_ids"][s:s + B], batch["attention_mask"][s:s + B]
-        logits = model(input_ids=ids, attention_mask=am).logits
-        row = logits[torch.arange(ids.shape[0]), am.sum(1) - 1].float()
+        row = _last_logits(model, ids, am)
         if ch_all is None:
             pred = row.argmax(-1).numpy()
         elif ch_all.dim() == 1:
@@ -204,6 +207,22 @@ def _correct(model, batch, gold, choices=None) -> np.ndarray:
             pred = ch.gather(1, row.gather(1, ch).argmax(-1, keepdim=True)).squeeze(1).numpy()
         out.append(pred == np.asarray(gold)[s:s + B])
     return np.concatenate(out)
+
+
+def _last_logits(model, ids, am) -> torch.Tensor:
+    """Logits ``[B, vocab]`` at each right-padded row's last real position.
+
+    Only the distinct last positions go through the LM head (``logits_to_keep`` as indices): on Gemma 3 the head
+    is a 262k-vocabulary matmul per position, which a full ``.logits`` pays for every padded position too. A model
+    whose forward does not take ``logits_to_keep`` gets the full logits."""
+    last = am.sum(1) - 1
+    keep = torch.unique(last)
+    try:
+        logits = model(input_ids=ids, attention_mask=am, logits_to_keep=keep).logits
+        col = torch.searchsorted(keep, last)
+    except TypeError:
+        logits, col = model(input_ids=ids, attention_mask=am).logits, last
+    return logits[torch.arange(ids.shape[0]), col].float()
 
 
 def _counts(layout, units, n_layers):
@@ -620,6 +639,7 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         test = cap(country_cloze(("currency", "language"), seed=ctx.seed))
         reading = reading_cloze(RC_COUNTRIES, per=2, seed=ctx.seed)
         nlu = antonym_cloze(seed=ctx.seed)[: max(8, min(100, cfg.real_max_items))]
+    general_set = cap(general_cloze(seed=ctx.seed))  # cloze in both formats (it has no lettered form)
     bs = cfg.real_batch
     sites = unit_sites(model)
     pn, cn, gn, _ = _real_items(tok, neuron, cfg.real_format, letter_ids)
@@ -633,16 +653,17 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     n_layers = len(sites) // 4
     counts = _counts(layout, general, n_layers)
 
-    evalsets = {"test": test, "neuron_split": neuron, "nlu": nlu}
+    evalsets = {"test": test, "general": general_set, "nlu": nlu, "neuron_split": neuron}
     enc = {}
     for k, v in evalsets.items():
-        prompts, _, gold, choices = _real_items(tok, v, cfg.real_format, letter_ids)
+        prompts, _, gold, choices = _real_items(tok, v, "cloze" if k == "general" else cfg.real_format, letter_ids)
         enc[k] = (_real_batches(tok, prompts, bs), gold, choices)
 
-    def evaluate_rows(units=None):  # per item: correct (1.0) or not
+    def evaluate_rows(units=None, keys=tuple(evalsets)):  # per item: correct (1.0) or not
         def one():
-            return {k: np.concatenate([_correct(model, b, g[i * bs:(i + 1) * bs], ch[i * bs:(i + 1) * bs])
-                                       for i, b in enumerate(bb)]).astype(float) for k, (bb, g, ch) in enc.items()}
+            return {k: np.concatenate([_correct(model, b, enc[k][1][i * bs:(i + 1) * bs],
+                                                enc[k][2][i * bs:(i + 1) * bs])
+                                       for i, b in enumerate(enc[k][0])]).astype(float) for k in keys}
 
         if units is None:
             return one()
@@ -651,19 +672,23 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
 
     clean_rows = evaluate_rows()
     supp_rows = evaluate_rows(general)
-    rnd_rows = [evaluate_rows(random_units(layout, n_gen, seed=ctx.seed * 1000 + r)) for r in range(cfg.real_n_random)]
+    rnd_keys = ("test", "general", "nlu")  # the neuron split is reported for clean / suppressed only
+    rnd_rows = [evaluate_rows(random_units(layout, n_gen, seed=ctx.seed * 1000 + r), rnd_keys)
+                for r in progress(range(cfg.real_n_random), desc="random unit sets")]
     clean = {k: float(v.mean()) for k, v in clean_rows.items()}
     supp = {k: float(v.mean()) for k, v in supp_rows.items()}
-    rnd = [{k: float(v.mean()) for k, v in r.items()} for r in rnd_rows]
     metrics: dict[str, float] = {"n_units": float(D.shape[1]), "n_general": float(n_gen),
                                  "n_neuron_items": float(len(neuron)), "n_test_items": float(len(test)),
+                                 "n_general_items": float(len(general_set)),
                                  "general_mlp": float(counts["mlp.gate"].sum())}
+    drops = {k: clean_rows[k] - supp_rows[k] for k in evalsets}  # per item: 1 = lost, -1 = gained
+    rdrops = {k: np.stack([clean_rows[k] - r[k] for r in rnd_rows]) for k in rnd_keys}  # [sets, items]
     for k in evalsets:
         metrics[f"acc_clean_{k}"] = clean[k]
-        metrics[f"drop_{k}"] = clean[k] - supp[k]
-        rd = np.array([clean[k] - r[k] for r in rnd])
-        metrics[f"drop_random_mean_{k}"] = float(rd.mean())
-        metrics[f"drop_random_max_{k}"] = float(rd.max())
+        metrics[f"drop_{k}"] = float(drops[k].mean())
+        if k in rdrops:
+            metrics[f"drop_random_mean_{k}"] = float(rdrops[k].mean())
+            metrics[f"drop_random_max_{k}"] = float(rdrops[k].mean(1).max())
     for i in range(n_layers):
         metrics[f"general_mlp_layer{i}"] = float(counts["mlp.gate"][i])
 
@@ -677,30 +702,78 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     ax.legend(fontsize=7)
     ctx.save_figure(fig, "layer_histogram", "Gemma 3 270M: culture-general units per layer and module")
     plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    names = {"test": "country facts\n(held out)", "general": "non-cultural\nfacts", "nlu": "antonyms"}
+    xs = np.arange(len(names))
+    ax.bar(xs - 0.2, [metrics[f"drop_{k}"] for k in names], 0.4, label="culture-general units")
+    per_set = [rdrops[k].mean(1) for k in names]
+    ax.bar(xs + 0.2, [v.mean() for v in per_set], 0.4, label=f"{cfg.real_n_random} random sets (mean, range)",
+           yerr=[[v.mean() - v.min() for v in per_set], [v.max() - v.mean() for v in per_set]], capsize=3)
+    ax.axhline(0, c="gray", lw=0.5)
+    ax.set_xticks(xs, list(names.values()))
+    ax.set(ylabel="accuracy drop when zeroed")
+    ax.legend(fontsize=7)
+    ctx.save_figure(fig, "accuracy_drop", "Gemma 3 270M: accuracy lost when the culture-general units or "
+                    "equal-count random units are zeroed")
+    plt.close(fig)
 
-    # R1: per test fact, correctness under the random sets (mean) minus under the selected units; every random set
-    # costs a full pass of a 270M model, so the comparison is with the random sets' mean, not a 95th percentile
-    # of >= 100 of them. Null: one random set against the mean of the others.
-    def vs_random(rows, others):
-        return bootstrap(np.mean([r["test"] for r in others], axis=0) - rows["test"], unit="fact", seed=ctx.seed)
+    # Intervals resample countries (each contributes its currency and language facts) and, for the control sets,
+    # items. The random baseline is the rank test the spec's "95th percentile of 20 sets" amounts to: the selected
+    # set must beat the largest of the first R-1 random sets (exchangeable sets beat it with probability 1/R);
+    # the null is the R-th random set through the same comparison.
+    boot = dict(seed=ctx.seed)
+    country = np.array([f"c:{it.country}" for it in test] + [f"g:{i}" for i in range(len(general_set))])
+    side = np.array(["test"] * len(test) + ["general"] * len(general_set))
+    nt = len(test)
 
-    r1_est = vs_random(supp_rows, rnd_rows)
-    r1_null = vs_random(rnd_rows[0], rnd_rows[1:])
-    metrics["drop_test_minus_random_mean"] = r1_est.value
+    def on_test(vec):
+        return lambda ix: float(vec[ix[ix < nt]].mean())
+
+    def over_countries(stat) -> Est:
+        return cluster_bootstrap(lambda ix: stat(ix[ix < nt]), country[:nt], unit="country", **boot)
+
+    rd_t, rest = rdrops["test"], rdrops["test"][:-1]
+    c1 = over_countries(lambda ix: float(drops["test"][ix].mean()))
+    c1_null = over_countries(lambda ix: float(rd_t[:, ix].mean()))
+    above = over_countries(lambda ix: float(drops["test"][ix].mean() - rest[:, ix].mean(1).max()))
+    above_null = over_countries(lambda ix: float(rd_t[-1, ix].mean() - rest[:, ix].mean(1).max()))
+    cult_minus_gen = np.concatenate([drops["test"], -drops["general"]])
+    rnd_minus_gen = np.concatenate([rd_t.mean(0), -rdrops["general"].mean(0)])
+
+    def selectivity(vec):
+        def stat(ix):
+            t, g = ix[ix < nt], ix[ix >= nt]
+            return float(vec[t].mean() + vec[g].mean())
+        return cluster_bootstrap(stat, country, unit="country/item", strata=side, **boot)
+
+    sel, sel_null = selectivity(cult_minus_gen), selectivity(rnd_minus_gen)
+    nlu_est = bootstrap(drops["nlu"], unit="item", **boot)
+    nlu_null = bootstrap(rdrops["nlu"].mean(0), unit="item", **boot)
+    metrics.update({"C1_drop": c1.value, "C1_above_random": above.value, "C1_selectivity": sel.value,
+                    "drop_test_minus_random_mean": float(drops["test"].mean() - rd_t.mean())})
     claims = [
-        claim("sanity_R_clean_above_chance", "sanity: clean test-split accuracy above chance (0.25) + 0.1",
-              bootstrap(clean_rows["test"], unit="fact", seed=ctx.seed), ">=", 0.35,
+        claim("sanity_R_clean_above_chance", "sanity: clean held-out country-fact accuracy above chance (0.25) + 0.1",
+              over_countries(lambda ix: float(clean_rows["test"][ix].mean())), ">=", 0.35,
               why="precondition: there is knowledge on the test split to suppress"),
-        claim("R1_drop_vs_random", "test-split drop from suppressing culture-general units minus the mean drop of "
-              f"{cfg.real_n_random} equal-count random sets", r1_est, ">", 0.0, null=r1_null,
-              null_what="one random set minus the mean of the others"),
-        claim("R1_nlu_kept", f"NLU proxy ({'antonyms' if cfg.real_format == 'cloze' else 'largest number'}) "
-              "accuracy drop under the same suppression",
-              bootstrap(clean_rows["nlu"] - supp_rows["nlu"], unit="item", seed=ctx.seed), "<=", 0.05, gated=False,
-              detail="reported: the proxy shares the question format with the country questions"),
+        claim("sanity_R_general_known", "sanity: clean accuracy on the non-cultural facts above chance + 0.1",
+              bootstrap(clean_rows["general"], unit="item", **boot), ">=", 0.35,
+              why="precondition: the selectivity control has knowledge to lose"),
+        claim("C1_cultural_drop", "zeroing the culture-general units lowers held-out country-fact accuracy by "
+              ">= 15 points", c1, ">=", 0.15, null=c1_null,
+              null_what=f"mean drop of {cfg.real_n_random} equal-count random unit sets",
+              detail=f"{n_gen} units; {nt} facts of {len(set(country[:nt]))} countries"),
+        claim("C1_above_random", f"that drop minus the largest drop of {cfg.real_n_random - 1} equal-count random "
+              "sets (the rank test of a 95th percentile)", above, ">", 0.0, null=above_null,
+              null_what=f"random set {cfg.real_n_random} through the same comparison"),
+        claim("C1_selective", "drop on country facts minus drop on frame-matched non-cultural facts >= 12 points "
+              "(the spec's 15-point damage with <= 3 points elsewhere)", sel, ">=", 0.12, null=sel_null,
+              null_what="the same difference for random unit sets (mean per item)",
+              detail=f"{len(general_set)} non-cultural facts (colours, plurals, animal young and homes)"),
+        claim("C1_nlu_kept", f"NLU proxy ({'antonyms' if cfg.real_format == 'cloze' else 'largest number'}) "
+              "accuracy drop <= 3 points under the same suppression", nlu_est, "<=", 0.03, null=nlu_null,
+              null_what="the same drop under random unit sets (mean per item)"),
     ]
     note = (f"Gemma 3 270M ({cfg.real_format} format): {n_gen} culture-general units of {int(D.shape[1])} "
-            f"({int(counts['mlp.gate'].sum())} MLP); an exercise of the pipeline on a real model, not a test of "
-            "the paper")
+            f"({int(counts['mlp.gate'].sum())} MLP), {cfg.real_n_random} random sets")
     ctx.add_note(note)
     return Result(metrics={k: float(v) for k, v in metrics.items()}, claims=claims, notes=note)
