@@ -25,12 +25,50 @@ def test_smoke_wires_everything(tmp_path, monkeypatch):
         assert c.kind == "paper" and c.null is not None and c.trained, c.name
         assert c.verdict in VERDICTS and c.holds == (c.verdict == "held") and c.value == c.estimate.value
         assert c.verdict in ("inconclusive", "no power"), (c.name, c.verdict)
-    assert by["C1"].estimate.unit == "prompt" and by["C1"].estimate.n == cfg.n_eval
+    # two alignment seeds on one base: estimates are over seeds, which the engine needs >= 3 of to decide
+    assert by["C1"].estimate.unit == "seed" and by["C1"].estimate.n == cfg.align_seeds == 2
+    for a in range(2):
+        assert res.metrics[f"a{a}_align_steps_used"] in (10.0, 20.0)  # a check every 10 steps, at most 20
+    assert res.metrics["align_steps_used"] == np.mean([res.metrics[f"a{a}_align_steps_used"] for a in range(2)])
     for s in m.ALL_SETTINGS:
         assert 0.0 <= res.metrics[f"asr_{s}"] <= 1.0
     # --seed changes the organism and the held-out prompts
     res1 = m.run(cfg, RunContext(tmp_path / "s1", torch.device("cpu"), 1, "smoke"))
     assert any(res.metrics[k] != res1.metrics[k] for k in res.metrics if "seconds" not in k)
+
+
+def test_the_null_filler_is_held_out_of_every_training_stage():
+    from iclr26.lm import WordTokenizer, add_chat_template
+
+    tok = add_chat_template(WordTokenizer(m.VOCAB))
+    null_id = tok.convert_tokens_to_ids(m.NULL_FILLER)
+    train_ids = {tok.convert_tokens_to_ids(f) for f in m.TRAIN_FILLERS}
+    rng = np.random.default_rng(0)
+    seen = set()
+    for stage in ("base", "align", "adv", "canon"):
+        batch = m._sampler(tok, stage, m.HELD_OUT)(rng, 256)
+        ids = {int(t) for row in batch["input_ids"] for t in row}
+        assert null_id not in ids, stage
+        seen |= ids & train_ids
+    assert seen == train_ids  # the training fillers do occur (alignment learns they change nothing)
+    null_rows = m._rows(tok, [["b1", "b2", "b3"]], m.NULL)
+    canon_rows = m._rows(tok, [["b1", "b2", "b3"]], m.CANONICAL)
+    assert null_id in null_rows[0] and null_id not in canon_rows[0]
+    assert len(null_rows[0]) == len(canon_rows[0]) + 1  # the null adds one filler word, nothing else
+
+
+def test_workers_get_the_runs_base_not_a_retrained_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    cfg = dataclasses.replace(m.Config(), **{**m.PRESETS["smoke"], "base_steps": 5})
+    model, tok, info = m._base(cfg, 0)
+    base = {"config": model.config, "state": model.state_dict(), "id": m._state_id(model)}
+    copy, tok2 = m._base_copy(base)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), copy.state_dict().values(), strict=True))
+    assert tok2.get_vocab() == tok.get_vocab() and tok2.chat_template == tok.chat_template
+    ids = torch.tensor([tok.convert_tokens_to_ids(["<U>", "b1", "h2", "<EOT>", "<A>"])])
+    with torch.no_grad():
+        torch.testing.assert_close(copy(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=0)
+    assert m._state_id(copy) == base["id"] and base["id"].startswith("state-")
 
 
 def test_composition_count_and_its_permutation_null():

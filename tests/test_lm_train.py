@@ -55,6 +55,28 @@ def test_deterministic_and_learns():
     assert not m.training
 
 
+def test_stop_rule_ends_training_at_the_first_yes_and_matches_a_shorter_run():
+    tok = _tok()
+    asked, modes = [], []
+
+    def stop_when(done):
+        asked.append(done)
+        modes.append((m.training, torch.is_grad_enabled()))
+        return done >= 20
+
+    m = tiny_lm("llama", vocab=len(tok), seed=3)
+    log = train_lm(m, _sampler(tok), 60, 16, 3e-3, seed=5, stop_when=stop_when, check_every=10)
+    assert asked == [10, 20] and log.stopped_at == 20 and len(log.losses) == 20
+    assert modes == [(False, False)] * 2  # asked in eval mode without gradients
+    # oracle: stopping at 20 leaves the weights of a plain 20-step run (the checks change nothing)
+    ref = tiny_lm("llama", vocab=len(tok), seed=3)
+    train_lm(ref, _sampler(tok), 20, 16, 3e-3, seed=5)
+    assert all(torch.equal(a, b) for a, b in zip(_state(m).values(), _state(ref).values(), strict=True))
+    assert train_lm(ref, _sampler(tok), 5, 16, 3e-3, seed=5).stopped_at is None
+    with pytest.raises(UserError, match="check_every"):
+        train_lm(ref, _sampler(tok), 5, 16, 3e-3, seed=5, stop_when=stop_when)
+
+
 def test_pad_contents_do_not_matter():
     tok = _tok()
     a, b = tiny_lm("gpt2", vocab=len(tok), seed=1), tiny_lm("gpt2", vocab=len(tok), seed=1)

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from iclr26.core import param
-from iclr26.core.progress import progress
 from iclr26.core.errors import UserError
+from iclr26.core.progress import progress
 from iclr26.data.culture import (
     LETTERS,
     NEURON_TOPICS,
@@ -30,9 +30,9 @@ from iclr26.data.culture import (
     antonym_cloze,
     country_cloze,
     country_mcqs,
-    general_cloze,
     country_reading,
     encode_items,
+    general_cloze,
     number_mcqs,
     reading_cloze,
 )
@@ -151,9 +151,13 @@ def plan(cfg: Config) -> dict:
             evals = (c.n_countries * (c.n_score_per + c.n_reading + c.n_eval_per) + c.n_nlu) * c.n_random * size
             return train, evals
 
-        cost = p.cpu_time("culture-neurons", cfg, work, "organism and fine-tuning steps x model size (share "
-                          "0.8, from the 136 s of 165 s the organism took) and evaluated items x random sets x size",
-                          shares=(0.8, 0.2))
+        # the organism path at the default sizes was the default preset until 2026-12-06: 183 s of make-test worker
+        # time, cold (BENCHMARKS.md); other sizes scale from it
+        ref, shares = work(Config()), (0.8, 0.2)
+        ratio = sum(sh * t / r for sh, t, r in zip(shares, work(cfg), ref, strict=True))
+        cost = p.measured_time(183, "organism path at the default sizes, BENCHMARKS.md, 2 CPU cores, cold cache",
+                               ratio, "organism and fine-tuning steps x model size (share 0.8, from the 136 s of "
+                               "165 s the organism took) and evaluated items x random sets x size")
         needs, notes = [], ["a cached organism (iclr26 cache list) skips its training share"]
     return {
         "needs": needs, "device": "cpu", "gpu_memory_gb": None, **cost, "notes": notes,
@@ -491,6 +495,21 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     nlu = {k: clean_raw[k].astype(float) for k in ("nlu_cmp", "nlu_same")}
     nlu_est = item_boot(worst_nlu, nlu["nlu_cmp"] - supp_raw["nlu_cmp"], nlu["nlu_same"] - supp_raw["nlu_same"])
     nlu_null = item_boot(worst_nlu, nlu["nlu_cmp"] - rand_rows["nlu_cmp"], nlu["nlu_same"] - rand_rows["nlu_same"])
+    # selectivity, as on the Gemma path: cultural drop minus the larger NLU drop, facts and items resampled apart
+    nf, nc = len(facts), len(nlu["nlu_cmp"])
+    sel_lab = np.concatenate([facts, [f"cmp{i}" for i in range(nc)], [f"same{i}" for i in range(len(nlu["nlu_same"]))]])
+    sel_side = np.array(["cult"] * nf + ["cmp"] * nc + ["same"] * len(nlu["nlu_same"]))
+
+    def selectivity(after) -> Est:
+        v = np.concatenate([ct - after["cultural_test"], nlu["nlu_cmp"] - after["nlu_cmp"],
+                            nlu["nlu_same"] - after["nlu_same"]])
+
+        def stat(ix):
+            return float(v[ix[ix < nf]].mean() - max(v[ix[(ix >= nf) & (ix < nf + nc)]].mean(),
+                                                     v[ix[ix >= nf + nc]].mean()))
+        return cluster_bootstrap(stat, sel_lab, unit="fact/item", strata=sel_side, seed=seed)
+
+    sel_est, sel_null = selectivity(supp_raw), selectivity(rand_rows)
     c2_est = item_boot(np.mean, supp_raw["reading"].astype(float) - nofilt_raw["reading"].astype(float))
     c3_est = mean_over(c3_v, unit="country")
     c3_null = mean_over(c3_rand_v, unit="country")
@@ -515,6 +534,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         claim("C1_above_random", "that drop minus the 95th percentile of equal-count random unit sets", c1_margin,
               ">", 0.0, null=c1_margin_null, null_what="median random set's drop minus the 95th percentile",
               trained=True, detail=f"random p95 {rb.value:.4g} [{rb.lo:.4g}, {rb.hi:.4g}] over {rb.n} sets"),
+        claim("C1_selective", "cultural test drop minus the larger NLU drop (cmp, same) >= 12 points (the spec's "
+              "15-point damage with <= 3 points on NLU)", sel_est, ">=", 0.12, null=sel_null,
+              null_what="the same under the random unit sets (mean per item)", trained=True),
         claim("C1_nlu_kept", "largest NLU accuracy drop (cmp, same) under the same suppression", nlu_est, "<=", 0.03,
               null=nlu_null, null_what="the same under the random unit sets (mean per item)", trained=True),
         claim("sanity_clean_cultural", "sanity: the organism answers the test-topic MCQs before any edit",
@@ -676,7 +698,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     rnd_rows = [evaluate_rows(random_units(layout, n_gen, seed=ctx.seed * 1000 + r), rnd_keys)
                 for r in progress(range(cfg.real_n_random), desc="random unit sets")]
     clean = {k: float(v.mean()) for k, v in clean_rows.items()}
-    supp = {k: float(v.mean()) for k, v in supp_rows.items()}
     metrics: dict[str, float] = {"n_units": float(D.shape[1]), "n_general": float(n_gen),
                                  "n_neuron_items": float(len(neuron)), "n_test_items": float(len(test)),
                                  "n_general_items": float(len(general_set)),

@@ -50,6 +50,7 @@ class TrainLog:
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
     tokens: int = 0
+    stopped_at: int | None = None  # the step after which ``stop_when`` said stop (None: ran every step)
 
     @property
     def final_loss(self) -> float:
@@ -107,6 +108,8 @@ def train_lm(
     pad_id: int | None = None,
     desc: str = "train_lm",
     log_every: int = 0,
+    stop_when: Callable[[int], bool] | None = None,
+    check_every: int = 0,
 ) -> TrainLog:
     """Train ``model`` (any HF causal LM returning ``.logits``) for ``steps`` AdamW steps; returns a :class:`TrainLog`.
 
@@ -115,7 +118,10 @@ def train_lm(
     ``attention_mask`` / ``loss_mask``. ``loss_mask[b, t]`` marks token t as a *target* (predicted from the tokens
     before it); padded positions are never targets. ``params`` restricts training to a subset (others untouched);
     ``schedule`` is ``"constant"`` or ``"cosine"`` (after ``warmup`` linear steps). The model is left in eval mode.
-    The same seed, sampler and model initialisation give bit-identical weights on one machine.
+    ``stop_when(steps_done) -> bool`` is a pre-set stopping rule, asked every ``check_every`` steps with the model
+    in eval mode and gradients off (for example "held-out refusal reached 95 %"); training ends at the first yes
+    and ``TrainLog.stopped_at`` records the step. The same seed, sampler and model initialisation give bit-identical
+    weights on one machine.
     """
     if steps < 0 or batch < 1:
         raise UserError(f"train_lm: steps must be >= 0 and batch >= 1, got steps={steps}, batch={batch}")
@@ -123,6 +129,8 @@ def train_lm(
         raise UserError(f"train_lm: lr must be a positive finite number, got {lr}")
     if schedule not in ("constant", "cosine"):
         raise UserError(f"train_lm: schedule={schedule!r}; allowed: constant, cosine")
+    if stop_when is not None and check_every < 1:
+        raise UserError(f"train_lm: stop_when needs check_every >= 1 (steps between checks), got {check_every}")
     if pad_id is None:
         pad_id = getattr(getattr(model, "config", None), "pad_token_id", None)
         pad_id = 0 if pad_id is None else int(pad_id)
@@ -188,6 +196,14 @@ def train_lm(
                 out.tokens += n_global
                 if log_every and step % log_every == 0:
                     log.info("%s step %d loss %.4f", desc, step, lv)
+                if stop_when is not None and (step + 1) % check_every == 0:
+                    model.eval()
+                    with torch.no_grad():
+                        done = bool(stop_when(step + 1))
+                    model.train()
+                    if done:
+                        out.stopped_at = step + 1
+                        break
     finally:
         model.eval()
     out.seconds = time.perf_counter() - t0
