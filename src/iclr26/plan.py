@@ -30,18 +30,18 @@ KINDS = ("data", "weights", "package", "device")
 HOOK_KEYS = ("needs", "device", "gpu_memory_gb", "hours", "basis", "notes", "reference")
 
 #: default-preset wall time (s) of each paper: BENCHMARKS.md, "Default-preset wall time under the decided-claims
-#: API" (2026-12-06): the 2-core machine's ``make test`` worker time, one thread, cold cache (trained organisms and
-#: DDPMs built in the run), so an upper bound on a lone ``iclr26 run``. It covers the preset's SEEDS["default"] seeds.
+#: API": the ``make test`` worker time of each default-preset test in a clean clone with an empty HOME on the quiet
+#: 2-core machine (2026-12-06 13:20-13:56), one thread, cold cache (trained organisms and DDPMs built in the run), the
+#: other worker busy, so an upper bound on a lone ``iclr26 run``. It covers the preset's SEEDS["default"] seeds.
 DEFAULT_SECONDS = {
-    "humof": 545, "role-modality-attacks": 327, "sae-seeds": 249, "ptq-meta-weighting": 231, "sae-bias-latents": 206,
-    "latent-planning": 202, "culture-neurons": 183, "fdfi": 181, "functional-rectified-flow": 177, "mi-ue": 171,
-    "strategic-dishonesty": 164, "degenerate-explanations": 267, "nufilt": 144, "rangeformer": 124,
-    "composable-subnetworks": 106, "reasoning-misalignment": 99, "hyper-set": 94, "ampo": 64,
-    "memorization-anisotropy": 59,
+    "humof": 299, "role-modality-attacks": 293, "degenerate-explanations": 282, "sae-seeds": 224,
+    "sae-bias-latents": 217, "ptq-meta-weighting": 208, "latent-planning": 204, "culture-neurons": 202, "fdfi": 196,
+    "mi-ue": 165, "functional-rectified-flow": 163, "nufilt": 143, "rangeformer": 134, "composable-subnetworks": 117,
+    "reasoning-misalignment": 115, "strategic-dishonesty": 109, "hyper-set": 101, "ampo": 79,
+    "memorization-anisotropy": 41,
 }  # fmt: skip
-# culture-neurons: its organism path (the default until 2026-12-06; the Gemma default's hook has its own measured time)
-# degenerate-explanations: 5 seeds since 2026-12-06, the one-thread cold run of BENCHMARKS.md's 1-vs-2-thread table
-DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-06, 2 CPU cores, cold cache)"
+# culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s
+DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-06, clean clone, 2 CPU cores, cold cache)"
 MIN_RUN_S = 10.0  # importing torch, writing figures and the report: no run is faster
 
 
