@@ -17,8 +17,8 @@ from iclr26.lm import tiny_lm
 SITE = "layers.0.resid_post"
 
 
-def _setup(n=24, act="relu"):
-    model = tiny_lm("llama", d=16, layers=2, heads=2, vocab=40, seed=0)
+def _setup(n=24, act="relu", family="llama"):
+    model = tiny_lm(family, d=16, layers=2, heads=2, vocab=40, seed=0)
     g = torch.Generator().manual_seed(3)
     sae = SparseDictionary(16, n, activation=act, k=6 if act == "topk" else None, input_site=SITE)
     with torch.no_grad():
@@ -52,9 +52,9 @@ def _oracle(model, sae, batch, metric, steps):
     return (eff * am[..., None]).sum(1)
 
 
-@pytest.mark.parametrize("steps", [1, 3])
-def test_matches_ig_written_on_the_latents(steps):
-    model, sae, batch = _setup()
+@pytest.mark.parametrize("steps,family", [(1, "llama"), (3, "llama"), (3, "qwen2"), (3, "gemma3")])
+def test_matches_ig_written_on_the_latents(steps, family):
+    model, sae, batch = _setup(family=family)
     metric = logit_diff(5, 7)
     got = latent_atp_ig(model, sae, batch, metric, steps=steps, site=SITE)
     want = _oracle(model, sae, batch, metric, steps)

@@ -23,8 +23,9 @@ def _sae(d=32, n=40, seed=0):
     return sae
 
 
-def test_max_pooled_latents_match_dense_capture():
-    model = tiny_lm("llama", d=32, layers=2, seed=0)
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_max_pooled_latents_match_dense_capture(family):
+    model = tiny_lm(family, d=32, layers=2, seed=0)
     sae = _sae()
     ids = torch.randint(0, 64, (5, 7), generator=torch.Generator().manual_seed(1))
     am = torch.ones_like(ids)

@@ -127,8 +127,9 @@ def test_unit_sets_bad_inputs():
 
 
 # ---------------------------------------------------------------------------------------------- activations
-def test_max_pool_matches_manual_and_ignores_padding():
-    model = tiny_lm("llama", d=16, layers=2, heads=2, ff=32, vocab=20, seed=0)
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_max_pool_matches_manual_and_ignores_padding(family):
+    model = tiny_lm(family, d=16, layers=2, heads=2, ff=32, vocab=20, seed=0)
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
     am = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
     acts, layout = max_pooled_activations(model, [{"input_ids": ids, "attention_mask": am}],
@@ -148,8 +149,10 @@ def test_max_pool_matches_manual_and_ignores_padding():
 
 
 # ---------------------------------------------------------------------------------------------- heads
-def test_attention_argmax_against_hand_built_pattern():
-    model = tiny_lm("llama", d=16, layers=2, heads=2, ff=32, vocab=20, seed=1, attn_implementation="sdpa")
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])  # a second family (GQA), and Gemma's
+def test_attention_argmax_against_hand_built_pattern(family):
+    model = tiny_lm(family, d=16, layers=2, heads=2, kv_heads=1 if family == "qwen2" else None, ff=32, vocab=20,
+                    seed=1, attn_implementation="sdpa")
     ids = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 10, 11, 12]])
     am = torch.ones_like(ids)
     q = torch.tensor([4, 2])

@@ -132,8 +132,9 @@ def test_edit_functions():
         zero([-1])
 
 
-def test_transcoder_reads_input_site_and_writes_output_site():
-    model = tiny_lm("llama", d=D, layers=2, seed=0)
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])  # gemma3: mlp.out is after the post-MLP norm
+def test_transcoder_reads_input_site_and_writes_output_site(family):
+    model = tiny_lm(family, d=D, layers=2, seed=0)
     ids = _ids()
     ff = model.config.intermediate_size
     tc = _sae(d_in=D, d_out=D, act="relu", seed=2, apply_b_dec_to_input=False,

@@ -20,7 +20,7 @@ from iclr26.interp.unit_scores import (
 from iclr26.lm import get_adapter, tiny_lm
 
 
-@pytest.fixture(params=["llama", "gpt2"])
+@pytest.fixture(params=["llama", "qwen2", "gemma3", "gpt2"])  # GQA (qwen2) and sandwich norms (gemma3) too
 def model(request):
     return tiny_lm(request.param, d=32, layers=2, seed=0).eval()
 
