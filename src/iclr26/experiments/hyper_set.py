@@ -63,8 +63,6 @@ EXPECTED = {
                    "straddles -0.01"),
     "C1_vs_vit4": ("inconclusive", "Hyper-SET - ViT-4 accuracy -0.100 [-0.126, -0.072] (would be not held) on "
                    + _ONE_SEED),
-    "C1_params": ("no power", "parameter arithmetic: 0.261x ViT-4's, but the naively looped ViT (no energy "
-                  "design) shares its one block just the same (0.281x)"),
     "C2_samples_fall": ("inconclusive", "E(6) < E(0) for 0.820 [0.773, 0.867] of 256 images (would be not held) "
                         "on " + _ONE_SEED),
     "C2_median_steps": ("inconclusive", "the median energy does not rise at 4 of 6 recurrences, 0.667 [0.667, "
@@ -75,8 +73,6 @@ EXPECTED = {
                            "Hyper-SET loses 0.028, which passes the same 2-point gate"),
     "C4_sudoku_board": ("inconclusive", "Hyper-SET - Transformer-4 full-board accuracy -0.446 [-0.498, -0.396] "
                         "over 48 held-out grids (would be not held) on " + _ONE_SEED),
-    "C4_sudoku_params": ("no power", "parameter arithmetic: 0.243x Transformer-4's, but the looped Transformer has "
-                         "0.263x"),
     "sanity_baselines_learned": "held",
     "sanity_sudoku_learned": "held",
 }
@@ -399,10 +395,13 @@ def _claims(cfg: Config, m: dict, img: dict, sdk: dict, grids: np.ndarray | None
                         null=paired_bootstrap(c["looped"], c[base], unit="image", seed=seed), null_what=looped,
                         trained=True, detail=f"{m['hyper_set_acc']:.3f} vs {m[f'{base}_acc']:.3f}; looped "
                         f"{m['looped_acc']:.3f}"))  # fmt: skip
-    cl.append(claim("C1_params", f"C1: Hyper-SET has <= 0.5x the parameters of the {cfg.vit_depth}-block ViT",
-                    exact(m["hyper_set_params"] / m["vit4_params"]), "<=", 0.5,
-                    null=exact(m["looped_params"] / m["vit4_params"]), null_what=looped + " (parameter arithmetic)",
-                    detail=f"{m['hyper_set_params']:.0f} vs {m['vit4_params']:.0f}; looped {m['looped_params']:.0f}"))  # fmt: skip
+    # parameter counts are a fact of the architecture, not a finding: reported beside the claims, never gated (the
+    # naively looped ViT shares one block too, so a gate on the ratio could not tell the designs apart)
+    ratio_lp = m["looped_params"] / m["vit4_params"]
+    cl.append(claim("C1_params", f"C1 (reported fact): Hyper-SET has <= 0.5x the parameters of the "
+                    f"{cfg.vit_depth}-block ViT", exact(m["hyper_set_params"] / m["vit4_params"]), "<=", 0.5,
+                    gated=False, detail=f"{m['hyper_set_params']:.0f} vs {m['vit4_params']:.0f}; looped "
+                    f"{m['looped_params']:.0f} ({ratio_lp:.3f}x)"))  # fmt: skip
     dyn, rev = hs["dyn"], hs["dyn_reversed"]
     reversed_what = "the same trained Hyper-SET with every alpha, beta negated (ascending steps)"
 
@@ -456,10 +455,10 @@ def _claims(cfg: Config, m: dict, img: dict, sdk: dict, grids: np.ndarray | None
                         cluster_bootstrap(gap("hyper_set"), grids, unit="grid", seed=seed), ">=", -0.05,
                         null=cluster_bootstrap(gap("looped"), grids, unit="grid", seed=seed), null_what=loop_t,
                         trained=True, detail=f"{hb:.3f} vs {tb:.3f}; looped {m['sudoku_looped_board_acc']:.3f}"))  # fmt: skip
-        cl.append(claim("C4_sudoku_params", "C4: with <= 0.5x the Transformer's parameters",
-                        exact(m["sudoku_hyper_set_params"] / m["sudoku_transformer_params"]), "<=", 0.5,
-                        null=exact(m["sudoku_looped_params"] / m["sudoku_transformer_params"]),
-                        null_what=loop_t + " (parameter arithmetic)"))  # fmt: skip
+        ratio_lt = m["sudoku_looped_params"] / m["sudoku_transformer_params"]
+        cl.append(claim("C4_sudoku_params", "C4 (reported fact): with <= 0.5x the Transformer's parameters",
+                        exact(m["sudoku_hyper_set_params"] / m["sudoku_transformer_params"]), "<=", 0.5, gated=False,
+                        detail=f"looped Transformer {ratio_lt:.3f}x"))  # fmt: skip
         cell = sdk["transformer"]["cell_per"]
         cl.append(claim("sanity_sudoku_learned", "sanity: the Sudoku Transformer baseline learned the task "
                         "(blank-cell accuracy >= 0.5; chance 0.25)",
