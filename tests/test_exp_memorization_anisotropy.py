@@ -60,7 +60,7 @@ def test_memorized_prompts_replicate_and_mitigation_runs(tmp_path):
     assert (tmp_path / "figures" / "mitigation_grid.png").exists()
     c = {c.name: c for c in res.claims}
     # the mitigation claims are decided over the mitigated prompts against the random perturbation of equal norm
-    for n in ("C5a_mitigation_score", "C5b_mitigation_replication", "C5c_mitigation_nn", "C5d_class_consistency"):
+    for n in ("sanity_mitigation_score", "C5b_mitigation_replication", "C5c_mitigation_nn", "C5d_class_consistency"):
         assert c[n].estimate.unit == "prompt" and c[n].null is not None, n
     assert c["C5c_mitigation_nn"].null.value == pytest.approx(m["mit_random_nn_dist"] - m["mit_before_nn_dist"])
     # one training seed: a decided verdict is reported as inconclusive

@@ -93,3 +93,13 @@ def test_bad_config(over, match):
     cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS["smoke"], **over})
     with pytest.raises(UserError, match=match):
         check_config(cfg)
+
+
+def test_multi_set_accuracy_pools_matrices_by_hand():
+    # two sets of 2 and 6 matrices: pooled accuracy weighs each by its size (the mean of set means would be 0.5)
+    rows = exp._Rows(["small", "big"], {"small": 2, "big": 6})
+    hits = rows.stack({"small": np.array([1.0, 1.0]), "big": np.zeros(6)})
+    idx = np.arange(8)
+    assert rows.acc(hits, idx) == pytest.approx(2 / 8)
+    assert rows.acc(hits, idx, ["small"]) == 1.0 and rows.acc(hits, idx, ["big"]) == 0.0
+    assert np.isnan(rows.acc(hits, np.arange(2, 8)))  # a resample without a whole set is undefined

@@ -78,7 +78,7 @@ EXPECTED = {  # default preset, 3 seeds (t-interval over seeds); numbers measure
                             "-0.018) but the 3-seed interval [-0.124, 0.022] reaches 0"),
     "C3a_speed_calls": ("inconclusive", "matched Wen-k is 10, 1, 1 (ratio 5, 0.5, 0.5) -> 2 [-4.5, 8.5] against 5; "
                         "Wen-1 (= N) already matches S in two seeds"),
-    "C5a_mitigation_score": "held",
+    "sanity_mitigation_score": "held",
     "C5b_mitigation_replication": ("inconclusive", "replication cut 0.80, 0.79, 0.29 -> 0.62 [-0.10, 1.35] "
                                    "against 0.5 (random perturbation 0.12)"),
     "C5c_mitigation_nn": ("no power", "a random perturbation of the same norm raises the NN distance too (+0.11; "
@@ -549,9 +549,11 @@ def _claims(cfg, m, est, reach, k_star, fpr_S, fpr_N):
     rnd = "a random embedding perturbation of the same norm per prompt"
     if "C5a" in est:
         cl += [
-            claim("C5a_mitigation_score", "S-guided mitigation lowers the memorization score S of memorized prompts "
-                  "(mean S after / before < 1)", est["C5a"][0], "<", 1.0, null=est["C5a"][1], null_what=rnd,
-                  trained=True),
+            # the mitigation descends S, so that S fell is the optimiser doing its job, not a finding (issue 27):
+            # a precondition for C5b-C5d, kept with its null arm
+            claim("sanity_mitigation_score", "sanity: S-guided mitigation lowers the memorization score S of memorized "
+                  "prompts (mean S after / before < 1)", est["C5a"][0], "<", 1.0, null=est["C5a"][1], null_what=rnd,
+                  trained=True, why="the mitigation minimises S; C5b-C5d read what that does to the generations"),
             claim("C5b_mitigation_replication", "S-guided mitigation cuts the replication rate of memorized prompts "
                   "by >= 50% (relative)", est["C5b"][0], ">=", 0.5, null=est["C5b"][1], null_what=rnd, trained=True,
                   detail=f"{m['mit_before_replication']:.2f} -> {m['mit_score_replication']:.2f} "

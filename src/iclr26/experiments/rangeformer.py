@@ -254,7 +254,8 @@ def _hits(pred: np.ndarray, y: np.ndarray, tol: float = 0.05) -> np.ndarray:
 
 class _Rows:
     """The test matrices of some sets as one table of rows, for intervals over matrices: ``acc(hits, idx)`` is
-    the mean over those sets of each set's accuracy among the rows ``idx`` (a resample)."""
+    the accuracy over the rows ``idx`` (a resample) of those sets, pooled, so each set counts by its number of
+    matrices (issue 28: a mean of per-set accuracies gave Hilbert's 10 matrices the weight of 100 others)."""
 
     def __init__(self, keys: list[str], sizes: dict[str, int]):
         self.keys = list(keys)
@@ -266,8 +267,9 @@ class _Rows:
     def acc(self, hits: np.ndarray, idx: np.ndarray, keys: list[str] | None = None) -> float:
         lab, h = self.lab[idx], hits[idx]
         want = [self.keys.index(k) for k in (keys or self.keys)]
-        means = [h[lab == i].mean() for i in want if (lab == i).any()]
-        return float(np.mean(means)) if len(means) == len(want) else float("nan")
+        if not all((lab == i).any() for i in want):
+            return float("nan")  # a resample that lost a whole set
+        return float(h[np.isin(lab, want)].mean())
 
     def est(self, stat: Callable[[np.ndarray], float], seed: int) -> Est:
         return cluster_bootstrap(stat, np.arange(self.lab.size), unit="matrix", seed=seed)
@@ -294,7 +296,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             metrics[f"{job}_acc_{k}"] = acc[job][k]
             n = np.array([a.shape[0] for a in sets[k]])
             metrics[f"{job}_mae_logdet_{k}"] = float(np.mean(n * np.abs(r["preds"][k] - truth[k])))
-        metrics[f"{job}_mae_logdet_ood"] = float(np.mean([metrics[f"{job}_mae_logdet_{k}"] for k in OOD_SETS]))
+        w = np.array([len(sets[k]) for k in OOD_SETS], dtype=float)
+        metrics[f"{job}_mae_logdet_ood"] = float(np.dot([metrics[f"{job}_mae_logdet_{k}"] for k in OOD_SETS], w)
+                                                 / w.sum())
         metrics[f"{job}_final_train_loss"] = r["final_loss"]
     # reference predictors: SLQ, the training-mean constant, and the Hadamard (log-diagonal) estimate
     rng = np.random.default_rng(seed + 3)
@@ -309,7 +313,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
             metrics[f"{name}_acc_{k}"] = acc[name][k]
     size_keys = [k for k in sets if k.startswith("size")]
     for name in acc:
-        metrics[f"{name}_acc_ood"] = float(np.mean([acc[name][k] for k in OOD_SETS]))
+        n_ood = np.array([len(sets[k]) for k in OOD_SETS], dtype=float)  # pooled: each set weighs by its size
+        metrics[f"{name}_acc_ood"] = float(np.dot([acc[name][k] for k in OOD_SETS], n_ood) / n_ood.sum())
         if size_keys:
             metrics[f"{name}_acc_size_ood"] = float(np.mean([acc[name][k] for k in size_keys]))
         metrics[f"{name}_acc_id_both"] = float(np.mean([acc[name]["id_wishart"], acc[name]["id_structured"]]))
@@ -378,7 +383,7 @@ def _gp_search(cfg: Config, model: RangeFormer, seed: int) -> dict:
 def _claims(cfg: Config, metrics: dict, acc: dict, loop_acc: dict, hits: dict, loop_hits: dict,
             errs: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int) -> list:
     """Intervals resample test matrices (each set's accuracy is a mean over its matrices; multi-set accuracies
-    are the mean over sets). Every claim on a learned model rests on one trained model (``trained=True``)."""
+    pool the matrices, so each set weighs by its size). Every claim on a learned model rests on one trained model (``trained=True``)."""
     cw = acc["charton_W"]
     cw_ood, rs_ood, rw_ood = metrics["charton_W_acc_ood"], metrics["rf_S_acc_ood"], metrics["rf_W_acc_ood"]
     sizes = {k: len(v) for k, v in hits["charton_W"].items()}
