@@ -61,6 +61,10 @@ def test_two_process_ddp_matches_single_process(tmp_path, activation):
     ] + [f"--{k.replace('_', '-')}={v}" for k, v in args.items()]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ICLR26_PROGRESS": "0"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if proc.returncode != 0 and "exitcode: -6" in proc.stderr:
+        # a worker aborted while the gloo group came up (seen once when the other xdist worker was also busy,
+        # never reproduced alone): launch once more; a wrong result still fails the asserts below
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = SparseDictionary.load(tmp_path / "ddp")
     info = json.loads((tmp_path / "ddp" / "train.json").read_text())
