@@ -747,9 +747,6 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
     side = np.array(["test"] * len(test) + ["general"] * len(general_set))
     nt = len(test)
 
-    def on_test(vec):
-        return lambda ix: float(vec[ix[ix < nt]].mean())
-
     def over_countries(stat) -> Est:
         return cluster_bootstrap(lambda ix: stat(ix[ix < nt]), country[:nt], unit="country", **boot)
 
@@ -789,7 +786,8 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         claim("C1_selective", "drop on country facts minus drop on frame-matched non-cultural facts >= 12 points "
               "(the spec's 15-point damage with <= 3 points elsewhere)", sel, ">=", 0.12, null=sel_null,
               null_what="the same difference for random unit sets (mean per item)",
-              detail=f"{len(general_set)} non-cultural facts (colours, plurals, animal young and homes)"),
+              detail=f"{len(general_set)} non-cultural facts (colours, plurals, animals' young, homes and "
+              "females, materials)"),
         claim("C1_nlu_kept", f"NLU proxy ({'antonyms' if cfg.real_format == 'cloze' else 'largest number'}) "
               "accuracy drop <= 3 points under the same suppression", nlu_est, "<=", 0.03, null=nlu_null,
               null_what="the same drop under random unit sets (mean per item)"),

@@ -763,7 +763,10 @@ def _figures(ctx, recs, ev0, flags, drop_flag, drop_rand, d_safe, d_rand, cfg) -
     if math.isfinite(drop_flag):
         ax.axvline(drop_flag, c="tab:red", label="flagged heads")
     ax.set(xlabel="refusal-probe score drop (harmful, think off)", ylabel="count")
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    else:  # no flagged head (and so no matched random sets): say so rather than draw empty axes
+        ax.text(0.5, 0.5, "no flagged heads: nothing ablated", ha="center", va="center", transform=ax.transAxes)
     ctx.save_figure(fig, "head_ablation", "Drop in the mean refusal-probe score after ablating the flagged heads "
                     "vs random head sets with the same count per layer.")
 

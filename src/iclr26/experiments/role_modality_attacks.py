@@ -2,8 +2,8 @@
 
 A word-level organism is pre-trained to answer in every prompt layout (the base, cached), then safety-aligned
 (harmful → ``sorry``) in the canonical layout only, with filler words before the query and benign replay in the
-attack layouts, until a pre-set stop rule holds (held-out canonical ASR ≤ 5 %). Three alignment seeds on the one
-base decide every claim. Refusal is measured under the eight RMA settings and a null perturbation (a filler word
+attack layouts, until a pre-set stop rule holds (held-out canonical ASR ≤ 5 %). Eight alignment seeds on the one
+base decide every claim (C4: the first three). Refusal is measured under the eight RMA settings and a null perturbation (a filler word
 no training batch contains, :mod:`iclr26.lm.chat_structure`); the refusal direction and attack vectors per layer are
 diff-of-means; adversarial training under random settings (one held out) is compared with canonical-only training.
 """
@@ -43,7 +43,7 @@ DESCRIPTION = (
 )
 WORKLOAD = "small"
 HEADLINE = "C1"
-# One base organism per run seed; the claims are decided over the run's alignment seeds (align_seeds, 3 at default)
+# One base organism per run seed; the claims are decided over the run's alignment seeds (align_seeds, 8 at default)
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
 EXPECTED = {
     "C1": "held",
@@ -91,7 +91,7 @@ class Config:
                              low=1, high=50)
     adv_seeds: int = param(3, "the first this many alignment seeds also run the adversarial-training comparison (C4)",
                            low=1, high=50)
-    n_val: int = param(100, "held-out harmful prompts the stop rule reads (disjoint draw from the evaluation set)",
+    n_val: int = param(100, "held-out harmful prompts the stop rule reads (an independent draw, not the evaluation set)",
                        low=10, high=100_000)
     adv_steps: int = param(300, "adversarial-training steps (and canonical-only control steps)", low=1, high=1_000_000)
     batch: int = param(64, "training batch", low=2, high=4096)
@@ -200,7 +200,8 @@ def _eval_sets(tok, n, seed: int):
 
 
 def _val_set(n, seed: int):
-    """Harmful prompts for the alignment stop rule, a draw disjoint in seed from :func:`_eval_sets`."""
+    """Harmful prompts for the alignment stop rule: an independent draw (its own seed), not :func:`_eval_sets`'
+    prompts. Over a 40-word vocabulary a few queries can coincide with evaluation ones."""
     rng = np.random.default_rng(777 + 1000 * seed)
     return [_query(rng, True) for _ in range(n)]
 
