@@ -101,3 +101,22 @@ def test_kind_follows_the_name():
         claim("x_matches", "control: x", est, ">", 0.0, gated=False)
     with pytest.raises(ValueError, match="sanity_"):
         claim("x", "y", est, ">", 0.0, gated=False, kind="sanity")
+
+
+def test_combine_nested_averages_inner_seeds_then_intervals_over_groups():
+    from iclr26.claims import combine_nested
+    from iclr26.stats import t_interval
+
+    def c(v, nv):
+        return [claim("C1", "x", E(v, v - 0.01, v + 0.01, "item"), ">", 0.0, null=exact(nv), trained=True)]
+
+    groups = [[c(0.2, 0.0), c(0.4, 0.1)], [c(0.1, -0.1), c(float("nan"), 0.1)], [c(0.5, 0.0), c(0.3, 0.0)]]
+    (got,) = combine_nested(groups)
+    want = t_interval([0.3, 0.1, 0.4])  # group means; the NaN inner seed is dropped, not counted as 0
+    assert got.estimate.n == 3 and got.estimate.unit == "seed"
+    assert (got.estimate.value, got.estimate.lo, got.estimate.hi) == pytest.approx((want.value, want.lo, want.hi))
+    assert got.null.value == pytest.approx((0.05 + 0.0 + 0.0) / 3)
+    assert got.detail.startswith("per base organism (mean of 2 alignment seeds):")
+    # one group: the inner seeds are the only replication there is
+    (one,) = combine_nested(groups[:1])
+    assert one.estimate.n == 2 and one.estimate.value == pytest.approx(0.3)

@@ -25,16 +25,30 @@ def test_smoke_wires_everything(tmp_path, monkeypatch):
         assert c.kind == "paper" and c.null is not None and c.trained, c.name
         assert c.verdict in VERDICTS and c.holds == (c.verdict == "held") and c.value == c.estimate.value
         assert c.verdict in ("inconclusive", "no power"), (c.name, c.verdict)
-    # two alignment seeds on one base: estimates are over seeds, which the engine needs >= 3 of to decide
-    assert by["C1"].estimate.unit == "seed" and by["C1"].estimate.n == cfg.align_seeds == 2
-    for a in range(2):
-        assert res.metrics[f"a{a}_align_steps_used"] in (10.0, 20.0)  # a check every 10 steps, at most 20
-    assert res.metrics["align_steps_used"] == np.mean([res.metrics[f"a{a}_align_steps_used"] for a in range(2)])
+    # two base organisms: estimates are over them (unit "seed"), and the engine needs >= 3 to decide
+    assert by["C1"].estimate.unit == "seed" and by["C1"].estimate.n == cfg.bases == 2
+    assert by["C1"].detail.startswith("per base organism (mean of 1 alignment seeds)")
+    for b in range(2):
+        assert res.metrics[f"b{b}a0_align_steps_used"] in (10.0, 20.0)  # a check every 10 steps, at most 20
+    assert res.metrics["align_steps_used"] == np.mean([res.metrics[f"b{b}a0_align_steps_used"] for b in range(2)])
+    assert res.metrics["b0a0_asr_text"] != res.metrics["b1a0_asr_text"] or (
+        res.metrics["b0a0_cos_text_swap"] != res.metrics["b1a0_cos_text_swap"])  # two different organisms
     for s in m.ALL_SETTINGS:
         assert 0.0 <= res.metrics[f"asr_{s}"] <= 1.0
     # --seed changes the organism and the held-out prompts
     res1 = m.run(cfg, RunContext(tmp_path / "s1", torch.device("cpu"), 1, "smoke"))
     assert any(res.metrics[k] != res1.metrics[k] for k in res.metrics if "seconds" not in k)
+
+
+def test_a_single_organism_gets_intervals_over_its_prompts(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
+    cfg = dataclasses.replace(m.Config(), **{**m.PRESETS["smoke"], "bases": 1, "adv_bases": 1, "base_steps": 5,
+                                             "n_boot": 100})
+    res = m.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, "smoke"))
+    by = {c.name: c for c in res.claims}
+    # one organism: the only replication is over held-out prompts, and a trained claim cannot be decided on it
+    assert by["C1"].estimate.unit == "prompt" and by["C1"].estimate.n == cfg.n_eval
+    assert by["C4"].estimate.unit == "prompt" and all(c.verdict in ("inconclusive", "no power") for c in res.claims)
 
 
 def test_the_null_filler_is_held_out_of_every_training_stage():
@@ -57,7 +71,7 @@ def test_the_null_filler_is_held_out_of_every_training_stage():
     assert len(null_rows[0]) == len(canon_rows[0]) + 1  # the null adds one filler word, nothing else
 
 
-def test_workers_get_the_runs_base_not_a_retrained_one(tmp_path, monkeypatch):
+def test_each_alignment_starts_from_an_exact_copy_of_its_base(tmp_path, monkeypatch):
     monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
     cfg = dataclasses.replace(m.Config(), **{**m.PRESETS["smoke"], "base_steps": 5})
     model, tok, info = m._base(cfg, 0)

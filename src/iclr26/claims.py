@@ -206,6 +206,45 @@ def combine_seeds(per_seed: list[list[Claim]]) -> list[Claim]:
     return out
 
 
+def combine_nested(groups: list[list[list[Claim]]], *, inner: str = "alignment seed",
+                   outer: str = "base organism") -> list[Claim]:
+    """One claim per name from a nested design: ``groups[g][k]`` are the claims of inner seed ``k`` on outer
+    training seed ``g`` (for example two alignment seeds on each of four independently trained base organisms).
+
+    The inner seeds share their outer model, so they are not independent: each group is first reduced to the
+    mean of its inner estimates (and of its inner nulls; NaN entries dropped), and the t-interval is taken over
+    the groups (:func:`combine_seeds`, ``unit="seed"``, ``n`` = number of groups). With a single group there is
+    nothing to nest over and the inner seeds are combined as :func:`combine_seeds` would.
+    """
+    if len(groups) == 1:
+        return combine_seeds(groups[0])
+    reduced: list[list[Claim]] = []
+    for g in groups:
+        recs = []
+        for first in g[0]:
+            same = [next((c for c in run if c.name == first.name), None) for run in g]
+            vals = [c.estimate.value if c is not None else math.nan for c in same]
+            m = _nanmean(vals)
+            null = None
+            if first.null is not None:
+                nm = _nanmean([c.null.value if c is not None and c.null is not None else math.nan for c in same])
+                null = Est(nm, nm, nm, "seed", len(same), "mean")
+            recs.append(dataclasses.replace(first, estimate=Est(m, m, m, "seed", len(same), "mean"), null=null,
+                                            detail=""))
+        reduced.append(recs)
+    out = combine_seeds(reduced)
+    k = {len(g) for g in groups}
+    k_text = str(k.pop()) if len(k) == 1 else "several"
+    for c in out:
+        c.detail = c.detail.replace("per seed:", f"per {outer} (mean of {k_text} {inner}s):", 1)
+    return out
+
+
+def _nanmean(vals: list[float]) -> float:
+    fin = [v for v in vals if math.isfinite(v)]
+    return float(sum(fin) / len(fin)) if fin else math.nan
+
+
 class ClaimCounts:
     """Verdict counts of one run: gated paper claims by verdict, reported-only ones, and the checks."""
 
