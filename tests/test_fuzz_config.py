@@ -196,6 +196,27 @@ _RUN_ELSEWHERE = {
 }
 
 
+# Choice fields that only a real-model path reads: on the smoke preset (the organism path) every value runs the same
+# code, so a run per value would test nothing (strategic-dishonesty's three took 20 s). Each is checked below to be
+# read in that path's function and nowhere else in the module.
+_REAL_PATH_ONLY = {
+    ("strategic-dishonesty", "real_train_relation"): "_run_real",
+}
+
+
+def test_real_path_only_choices_are_read_only_there():
+    import inspect
+
+    from iclr26 import registry
+
+    for (slug, name), fn in _REAL_PATH_ONLY.items():
+        mod = registry.get(slug).load()
+        src = inspect.getsource(mod)
+        inside = inspect.getsource(getattr(mod, fn))
+        uses = src.count(f"cfg.{name}")
+        assert uses > 0 and inside.count(f"cfg.{name}") == uses, (slug, name)
+
+
 def _choice_runs(slug: str) -> list[dict]:
     """Alternative choices of every choice field (min and max for numeric ones), combined by index."""
     _, fields = _fields(slug)
@@ -203,7 +224,7 @@ def _choice_runs(slug: str) -> list[dict]:
     alts = []
     for name, _tp, spec in fields:
         ch = spec.get("choices")
-        if not ch:
+        if not ch or (slug, name) in _REAL_PATH_ONLY:
             continue
         if all(isinstance(c, int) for c in ch):
             ch = (min(ch), max(ch))
