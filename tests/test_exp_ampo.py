@@ -68,6 +68,21 @@ def test_smoke_is_deterministic(tmp_path):
     assert "C3_not_dominated" in {c.name for c in a.claims}  # no lambda: nothing can dominate
 
 
+def test_lr_rule_picks_the_largest_grid_lr_where_grpo_still_mixes(smoke, tmp_path):
+    _, res = smoke
+    m = res.metrics
+    shares = {lr: m[f"rule_entropy_share_lr{lr:g}"] for lr in (0.05, 0.005)}
+    assert all(0.0 < v <= 1.0 + 1e-9 for v in shares.values())
+    # the rule, re-applied to the reported entropies: the largest lr over the bar, else the smallest
+    want = next((lr for lr in (0.05, 0.005) if shares[lr] >= exp.Config().rule_entropy), 0.005)
+    assert m["lr"] == want
+    # a smaller step keeps the policy nearer uniform at mid-training
+    assert shares[0.005] > shares[0.05]
+    # the rule off: the configured lr, no rule metrics
+    off = _run(tmp_path, "smoke", lr_rule=False, lr=0.02, seeds=2, steps=6, eval_every=3, lambdas=[], eval_states=50)
+    assert off.metrics["lr"] == 0.02 and not any(k.startswith("rule_") for k in off.metrics)
+
+
 def test_validate_rejects_eval_every_beyond_steps():
     cfg = dataclasses.replace(exp.Config(), steps=5, eval_every=10)
     with pytest.raises(UserError, match="eval_every"):

@@ -3,6 +3,7 @@ authors' verl code, the reply-format parser, the reward, the negotiation environ
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 
@@ -285,7 +286,8 @@ def test_policy_errors():
 
 # ---------------------------------------------------------------------------- TRL integration
 @pytest.mark.optional
-def test_trl_trainer_uses_ampo_advantages(tmp_path):
+@pytest.mark.parametrize("gate", ["strict", "relaxed"])
+def test_trl_trainer_uses_ampo_advantages(tmp_path, gate):
     pytest.importorskip("trl")
     from datasets import Dataset
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -310,28 +312,41 @@ def test_trl_trainer_uses_ampo_advantages(tmp_path):
         seen.append((list(completions), r))
         return r
 
-    # a parser that spreads modes over 1..4 (random words never pass parse_mode); the relaxed gate opens
-    # often in groups of 8, the strict one rarely (the strict gate is covered by the unit tests above)
-    parser = lambda text: 1 + sum(map(ord, text)) % 4  # noqa: E731
+    # random words never pass parse_mode, so the test parses modes itself. Relaxed gate: modes spread over 1..4 by
+    # the text (the gate opens often in groups of 8). Strict gate (the paper's): each group of 8 gets modes
+    # 1,1,2,2,3,3,4,4 in parse order, so every mode occurs twice and the gate is on in every group
+    if gate == "relaxed":
+        parser = lambda text: 1 + sum(map(ord, text)) % 4  # noqa: E731
+    else:
+        order = itertools.cycle([1, 1, 2, 2, 3, 3, 4, 4])
+        parser = lambda text: next(order)  # noqa: E731
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=32, num_generations=8,
                       max_completion_length=12, beta=0.001, scale_rewards="group", learning_rate=1e-3,
                       report_to="none", use_cpu=True, save_strategy="no", logging_steps=1, seed=0,
                       temperature=1.0, dataloader_num_workers=0)  # fmt: skip
     ds = Dataset.from_dict({"prompt": [" ".join(words[i : i + 3]) for i in range(0, 12, 3)]})  # 4 prompts
     trainer = AMPOGRPOTrainer(model=str(tmp_path / "policy"), reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok,
-                              mode_parser=parser, ampo_gate="relaxed")  # fmt: skip
+                              mode_parser=parser, ampo_gate=gate)  # fmt: skip
     trainer.train()
     last = trainer.last_ampo
     comps, r = seen[-1]
-    modes = torch.tensor([parser(c) for c in comps])
-    assert torch.equal(last["modes"], modes) and torch.allclose(last["rewards"], torch.tensor(r))
     groups = torch.arange(len(r)) // 8  # TRL's groups: 8 consecutive completions of one prompt
-    want = ampo_advantages(torch.tensor(r), last["lengths"], modes, groups, gate="relaxed")
+    if gate == "relaxed":
+        modes = torch.tensor([parser(c) for c in comps])
+        assert torch.equal(last["modes"], modes)
+    else:
+        modes = last["modes"]
+        for g in range(len(r) // 8):  # every mode twice in every group: the strict gate is on everywhere
+            assert torch.equal(torch.bincount(modes[groups == g], minlength=5)[1:], torch.full((4,), 2))
+    assert torch.allclose(last["rewards"], torch.tensor(r))
+    want = ampo_advantages(torch.tensor(r), last["lengths"], modes, groups, gate=gate)
     assert torch.equal(last["advantages"], want)
     assert not torch.equal(want, grpo_advantages(torch.tensor(r), groups))  # the mode term acted
     assert len(seen) == 2 and len(r) == 32
     logged = [h for h in trainer.state.log_history if "ampo/gate_on" in h]
     assert logged and all(0 <= h["ampo/gate_on"] <= 1 for h in logged)
+    if gate == "strict":
+        assert all(h["ampo/gate_on"] == 1.0 for h in logged)
 
 
 @pytest.mark.optional
