@@ -120,3 +120,18 @@ def test_combine_nested_averages_inner_seeds_then_intervals_over_groups():
     # one group: the inner seeds are the only replication there is
     (one,) = combine_nested(groups[:1])
     assert one.estimate.n == 2 and one.estimate.value == pytest.approx(0.3)
+
+
+def test_apply_seed_spread_lets_one_seed_decide_only_with_a_small_spread():
+    from iclr26.claims import apply_seed_spread
+
+    one = [claim("C1", "x", E(-0.10, -0.12, -0.08, "item"), ">=", 0.0, null=exact(-0.2), trained=True),
+           claim("C2", "y", E(0.5, 0.45, 0.55, "item"), ">=", 0.0, null=exact(-0.2)),  # not trained: untouched
+           claim("C3", "z", E(0.3, 0.2, 0.4, "item"), ">=", 0.0, null=exact(-0.2), trained=True)]
+    assert one[0].verdict == "inconclusive" and one[2].verdict == "inconclusive"  # one training seed
+    got = {c.name: c for c in apply_seed_spread(one, {"C1": 0.02, "C2": 0.0, "C3": 0.1})}
+    assert got["C1"].verdict == "not held" and got["C1"].seed_spread == 0.02  # 0.02 < 0.10 / 4
+    assert got["C2"].seed_spread is None and got["C2"].verdict == "held"
+    assert got["C3"].verdict == "inconclusive"  # 0.1 >= 0.3 / 4: the spread is too large to decide on one seed
+    with pytest.raises(ValueError, match="SEED_SPREAD"):
+        apply_seed_spread(one, {"C1": float("nan")})

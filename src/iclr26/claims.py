@@ -206,6 +206,22 @@ def combine_seeds(per_seed: list[list[Claim]]) -> list[Claim]:
     return out
 
 
+def apply_seed_spread(claims: list[Claim], spread: dict[str, float]) -> list[Claim]:
+    """Give each trained claim named in ``spread`` its measured seed-to-seed standard deviation (an experiment
+    module's ``SEED_SPREAD``, measured with ``iclr26 run <slug> --seeds 3`` and recorded in the paper's docs), so a
+    one-seed run can decide it when that spread is under a quarter of the margin (see the module docstring).
+    Claims that already carry a spread, or are not ``trained``, are returned unchanged."""
+    out = []
+    for c in claims:
+        sd = spread.get(c.name)
+        if sd is not None and c.trained and c.seed_spread is None:
+            if not (isinstance(sd, int | float) and math.isfinite(sd) and sd >= 0):
+                raise ValueError(f"SEED_SPREAD[{c.name!r}] must be a finite standard deviation >= 0, got {sd!r}")
+            c = dataclasses.replace(c, seed_spread=float(sd))
+        out.append(c)
+    return out
+
+
 def combine_nested(groups: list[list[list[Claim]]], *, inner: str = "alignment seed",
                    outer: str = "base organism") -> list[Claim]:
     """One claim per name from a nested design: ``groups[g][k]`` are the claims of inner seed ``k`` on outer

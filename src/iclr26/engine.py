@@ -90,7 +90,7 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
     The run is staged in ``out/.<slug>-<preset>.partial-<pid>`` and renamed to ``out/<slug>-<preset>[-N]``
     when it has finished; on any exception (Ctrl-C included) the staging folder is removed.
     """
-    from iclr26.claims import combine_seeds
+    from iclr26.claims import apply_seed_spread, combine_seeds
 
     use_agg_backend()
     module = registry.get(slug).load()
@@ -142,7 +142,8 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
             cpu = time.process_time() - c0
         finally:
             restore_threads()
-        claims = combine_seeds([r.claims for r in results])
+        spread = getattr(module, "SEED_SPREAD", {})  # measured seed spreads (docs) let one seed decide
+        claims = combine_seeds([apply_seed_spread(r.claims, spread) for r in results])
         metrics = _combine_metrics([r.metrics for r in results])
         metrics["wall_time_s"] = wall
         _check_headline(module, claims)
