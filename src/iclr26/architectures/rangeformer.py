@@ -197,7 +197,9 @@ class RangeFormer(nn.Module):
         """Token features [B, n, 1 + 2k (+2)] of normalised matrices ``a`` (padding rows zero)."""
         bsz, n, _ = a.shape
         if omega is None:
+            # drawn on the CPU (``generator`` is a CPU one, as in :meth:`predict`), then moved to a's device
             omega = torch.randn(bsz, n, self.cfg.k, generator=generator, dtype=a.dtype) / math.sqrt(self.cfg.k)
+            omega = omega.to(a.device)
         elif omega.shape != (bsz, n, self.cfg.k):
             raise UserError(f"omega must have shape {(bsz, n, self.cfg.k)}, got {tuple(omega.shape)}")
         m = mask[..., None].to(a.dtype)
@@ -322,7 +324,7 @@ class ChartonEncoder(nn.Module):
             raise UserError(f"ChartonEncoder has {self.cfg.max_n} positions; got n={n}")
         an, _ = _normalise(a.to(torch.float64), mask)
         s, m, e = p1000_encode(an, self.cfg.exp_range)  # [B, n, n] each
-        idx = torch.arange(n)
+        idx = torch.arange(n, device=a.device)
         x = self.sign(s) + self.mant(m) + self.expo(e) + self.row(idx)[None, :, None] + self.col(idx)[None, None, :]
         tok_mask = (mask[:, :, None] & mask[:, None, :]).reshape(bsz, n * n)  # [B, n²]
         h = self.encoder(x.reshape(bsz, n * n, -1), src_key_padding_mask=~tok_mask)
@@ -415,11 +417,11 @@ def slq_logdet(a, *, steps: int = 8, probes: int = 8, seed: int = 0) -> torch.Te
     bsz, n, _ = a.shape
     m = min(steps, n)
     g = torch.Generator().manual_seed(seed)
-    z = (torch.randint(0, 2, (bsz, probes, n), generator=g) * 2 - 1).to(torch.float64)
+    z = (torch.randint(0, 2, (bsz, probes, n), generator=g) * 2 - 1).to(device=a.device, dtype=torch.float64)
     v = z / math.sqrt(n)  # unit vectors [B, p, n]
     basis = [v]
-    alpha = torch.zeros(bsz, probes, m, dtype=torch.float64)
-    beta = torch.zeros(bsz, probes, m, dtype=torch.float64)
+    alpha = torch.zeros(bsz, probes, m, dtype=torch.float64, device=a.device)
+    beta = torch.zeros(bsz, probes, m, dtype=torch.float64, device=a.device)
     for j in range(m):
         w = torch.einsum("bij,bpj->bpi", a, basis[j])
         alpha[..., j] = (w * basis[j]).sum(-1)

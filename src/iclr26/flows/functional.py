@@ -260,7 +260,7 @@ def straightness(velocity: Callable[[Tensor, Tensor], Tensor], x0: Tensor, *, st
     vs = []
     h = 1.0 / steps
     for i in range(steps):
-        v = velocity(z, torch.full((z.shape[0],), i * h, dtype=z.dtype))
+        v = velocity(z, torch.full((z.shape[0],), i * h, dtype=z.dtype, device=z.device))
         vs.append(v)
         z = z + h * v
     disp = z - x0

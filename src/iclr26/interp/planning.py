@@ -195,7 +195,8 @@ def lens_top_tokens(tc: SparseDictionary, unembed: Any, *, top: int = 10, candid
     if final_norm is not None and getattr(final_norm, "weight", None) is not None:
         w = final_norm.weight.detach().float()
         D = D * (1.0 + w if type(final_norm).__name__.startswith("Gemma") else w)
-    out = torch.full((tc.n_latents, top), -1, dtype=torch.long)
+    cand, rows = cand.to(D.device), rows.to(D.device)  # checked on the CPU above; the table follows tc
+    out = torch.full((tc.n_latents, top), -1, dtype=torch.long, device=D.device)
     Wc = W_U[cand]
     for lo in range(0, D.shape[0], 256):  # [256, |cand|] at a time
         s = D[lo: lo + 256] @ Wc.T
@@ -216,10 +217,10 @@ def select_planning_latents(latents: LatentMap, top_tokens: Mapping[int, torch.T
         if f.ndim != 2 or f.shape[0] != t.numel():
             raise UserError(f"select_planning_latents: latents of layer {layer} are {tuple(f.shape)}, expected "
                             f"[{t.numel()}, n]")
-        tt = top_tokens[layer]  # [n, top]
-        hit = (tt[None, :, :] == t[:, None, None]).any(-1)  # [B, n]
+        tt = top_tokens[layer].to(f.device)  # [n, top]
+        hit = (tt[None, :, :] == t.to(f.device)[:, None, None]).any(-1)  # [B, n]
         if extra is not None and layer in extra:
-            hit = hit | extra[layer].bool()
+            hit = hit | extra[layer].bool().to(f.device)
         out[layer] = hit & (f > 0)
     return out
 
@@ -238,11 +239,11 @@ def context_hits(F_sample: torch.Tensor, tokens: torch.Tensor, words: Sequence[i
     flat = F_sample.reshape(S * T, n)
     val, where = flat.topk(top, dim=0)  # [top, n]
     s, t = where // T, where % T
-    offs = torch.arange(-window, window + 1)
+    offs = torch.arange(-window, window + 1, device=t.device)
     tt = (t[..., None] + offs).clamp(0, T - 1)  # [top, n, 2w+1]
     inside = ((t[..., None] + offs) >= 0) & ((t[..., None] + offs) < T)
     ctx = torch.where(inside, tokens[s[..., None].expand_as(tt), tt], torch.full_like(tt, -1))
-    w = torch.as_tensor(list(words), dtype=ctx.dtype)
+    w = torch.as_tensor(list(words), dtype=ctx.dtype, device=ctx.device)
     present = (ctx[..., None] == w).any(2)  # [top, n, |words|]
     present &= (val > 0)[..., None]
     return present.sum(0)
@@ -344,7 +345,7 @@ def edited_logits(
         if cache is not None:
             c = copy.deepcopy(cache)
             c.batch_repeat_interleave(i.shape[0])
-            a = torch.ones(i.shape[0], n_prefix + 1, dtype=torch.long)
+            a = torch.ones(i.shape[0], n_prefix + 1, dtype=torch.long, device=i.device)
             return model(input_ids=i[:, -1:], attention_mask=a, use_cache=True, **{_cache_kw(model): c},
                          **kw).logits[:, -1].float()
         return model(input_ids=i, attention_mask=a, **kw).logits[:, -1].float()
@@ -442,5 +443,5 @@ def masks_to_mult(masks: LatentMap, factor: float) -> dict[int, torch.Tensor]:
 
 def article_prob(logits: torch.Tensor, token_ids: Any) -> torch.Tensor:
     """``[B]``: softmax probability of ``token_ids[b]`` in row b of ``logits [B, vocab]``."""
-    t = torch.as_tensor(token_ids).long().reshape(-1)
+    t = torch.as_tensor(token_ids, device=logits.device).long().reshape(-1)
     return F.softmax(logits.float(), -1).gather(1, t[:, None])[:, 0]

@@ -90,8 +90,10 @@ class _Layer:
         self.key, self.T, self.M, self.v_m, self.v_t, self.u = key, T, M, v_m, v_t, u
         d = T.shape[1]
         r = max(lora_rank, 1)
-        self.A = torch.nn.Parameter(torch.randn(r, d, generator=gen, dtype=T.dtype) * init_std)  # [r, in]
-        self.B = torch.nn.Parameter(torch.zeros(d, r, dtype=T.dtype))  # [in, r]
+        # drawn from the CPU generator (the same values whatever T's device), then moved to T's device
+        a = torch.randn(r, d, generator=gen, dtype=T.dtype) * init_std
+        self.A = torch.nn.Parameter(a.to(T.device))  # [r, in]
+        self.B = torch.nn.Parameter(torch.zeros(d, r, dtype=T.dtype, device=T.device))  # [in, r]
 
     def proj(self, v: Tensor) -> Tensor:
         """``P v`` for ``v`` ``[in, k]`` without forming ``P``."""
@@ -113,11 +115,8 @@ class _Layer:
     def right_factor(self, use_lora: bool) -> Tensor:
         """``G = P + B A`` ``[in, in]``."""
         d = self.T.shape[1]
-        g = (
-            torch.eye(d, dtype=self.T.dtype)
-            if self.u is None
-            else (torch.eye(d, dtype=self.T.dtype) - self.u @ self.u.T)
-        )
+        eye = torch.eye(d, dtype=self.T.dtype, device=self.T.device)
+        g = eye if self.u is None else eye - self.u @ self.u.T
         if use_lora:
             g = g + self.B @ self.A
         return g
