@@ -62,7 +62,7 @@ EXPECTED = {
     "C1_vs_vit1": ("inconclusive", "Hyper-SET - ViT-1 accuracy 0.000 [-0.028, 0.028] over 1,000 test images "
                    "straddles -0.01"),
     "C1_vs_vit4": ("inconclusive", "Hyper-SET - ViT-4 accuracy -0.100 [-0.126, -0.072] (would be not held) on "
-                   + _ONE_SEED),
+                   + _ONE_SEED + "; seeds 0-2: -0.100, -0.051, -0.096, SD 0.027 > a quarter of the margin (docs)"),
     "C2_samples_fall": ("inconclusive", "E(6) < E(0) for 0.820 [0.773, 0.867] of 256 images (would be not held) "
                         "on " + _ONE_SEED),
     "C2_median_steps": ("inconclusive", "the median energy does not rise at 4 of 6 recurrences, 0.667 [0.667, "
@@ -72,7 +72,8 @@ EXPECTED = {
     "C3_looped_degrades": ("no power", "the looped ViT loses 0.057 [0.036, 0.078] at 12 loops (>= 0.02), but "
                            "Hyper-SET loses 0.028, which passes the same 2-point gate"),
     "C4_sudoku_board": ("inconclusive", "Hyper-SET - Transformer-4 full-board accuracy -0.446 [-0.498, -0.396] "
-                        "over 48 held-out grids (would be not held) on " + _ONE_SEED),
+                        "over 48 held-out grids (would be not held) on " + _ONE_SEED + "; seeds 0-2: -0.45, -0.77, "
+                        "-0.34 (docs)"),
     "sanity_baselines_learned": "held",
     "sanity_sudoku_learned": "held",
 }
@@ -451,8 +452,9 @@ def _claims(cfg: Config, m: dict, img: dict, sdk: dict, grids: np.ndarray | None
 
         tf = f"the unshared {cfg.vit_depth}-block Transformer"
         loop_t = "the looped Transformer (one shared block, no energy design) in Hyper-SET's place"
-        cl.append(claim("C4_sudoku_board", f"C4: on 4x4 Sudoku Hyper-SET's full-board accuracy >= {tf}'s - 5 points",
-                        cluster_bootstrap(gap("hyper_set"), grids, unit="grid", seed=seed), ">=", -0.05,
+        # the paper's direction (PALM 9x9: 54.8 % against 49.1 %); the spec sets no Sudoku margin, so none is allowed
+        cl.append(claim("C4_sudoku_board", f"C4: on 4x4 Sudoku Hyper-SET's full-board accuracy >= {tf}'s",
+                        cluster_bootstrap(gap("hyper_set"), grids, unit="grid", seed=seed), ">=", 0.0,
                         null=cluster_bootstrap(gap("looped"), grids, unit="grid", seed=seed), null_what=loop_t,
                         trained=True, detail=f"{hb:.3f} vs {tb:.3f}; looped {m['sudoku_looped_board_acc']:.3f}"))  # fmt: skip
         ratio_lt = m["sudoku_looped_params"] / m["sudoku_transformer_params"]
