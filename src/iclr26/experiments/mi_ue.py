@@ -179,6 +179,12 @@ HEADLINE = "C1_miue_vs_em"
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
 MI_RESAMPLES = 1000  # bootstrap resamples of training images for the Gaussian MI (on the fixed PCA basis)
 _ONE = "one training seed (default runs one generation and one victim per condition; --seeds 3 decides)"
+#: seed-to-seed SDs measured at the default preset over training seeds 0, 1, 2 (``iclr26 run mi-ue --seeds 3``,
+#: docs/mi-ue.md, "Three training seeds"): only claims whose SD is under a quarter of the seed-0 margin and whose
+#: poison met the spec's source-fit bound on every seed (EM 0.96-0.97; MI-UE's fit is under 0.95 on two of three, so
+#: its C3_miue_mi is left to --seeds 3). C4_effective_where_em_degrades (0 on every seed) is left out on purpose: it
+#: cannot hold by design at the default, so a decided "not held" would be no evidence.
+SEED_SPREAD = {"C3_em_mi": 0.49, "ctrl_defense_keeps_clean": 0.0086}
 EXPECTED = {
     "C1_miue_vs_em": ("inconclusive", "MI-UE - EM +0.020 [-0.005, 0.046] against a bar of -0.05 (EM re-run null +0.029); " + _ONE),
     "C1_both_vs_random": ("inconclusive", "max(EM, MI-UE) - random -0.113 [-0.136, -0.087] against -0.20 (would be not held); "
@@ -191,13 +197,13 @@ EXPECTED = {
                   "(deep - shallow -0.023): depth alone passes the gate"),
     "C3_miue_acc": ("no power", "-0.095 [-0.122, -0.069], but the clean set's deep victim is worse too "
                     "(deep - shallow -0.023): depth alone passes the gate"),
-    "C3_em_mi": ("inconclusive", "deep - shallow MI -3.24 [-3.30, -3.17] nats (clean null +0.38; would be held); " + _ONE),
+    "C3_em_mi": "held",  # -3.24 [-3.30, -3.17] nats, clean null +0.38; seeds 0-2: -3.24, -3.95, -4.19 (SD 0.49)
     "C3_miue_mi": ("inconclusive", "deep - shallow MI -4.44 [-4.53, -4.34] nats (clean null +0.38; would be held); " + _ONE),
     "C4_each_defense": ("inconclusive", "max over defenses of MI-UE - EM +0.030 [0.009, 0.059] (would be not held); " + _ONE),
     "C4_effective_where_em_degrades": ("inconclusive", "cannot hold by design at default: no default defense lifts "
                                        "EM by >= 0.10 (PGD adversarial training is only in the paper preset); "
                                        "count 0; " + _ONE),
-    "ctrl_defense_keeps_clean": ("inconclusive", "largest clean drop 0.021 [0.009, 0.040] (would be held); " + _ONE),
+    "ctrl_defense_keeps_clean": "held",  # 0.021 [0.009, 0.040] <= 0.10; seeds 0-2: 0.021, 0.015, 0.032
     "sanity_mi_shuffled": "held",
     "sanity_source_fit_em": ("inconclusive", "0.9625 >= 0.95 (would be held); " + _ONE),
     "sanity_source_fit_miue": ("inconclusive", "0.931 < 0.95 (would be not held: 10 generation epochs are short); "
