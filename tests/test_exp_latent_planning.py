@@ -96,7 +96,7 @@ def test_config_rules():
 @pytest.mark.real
 def test_gemma3_an_items(tmp_path):
     pytest.importorskip("gguf")
-    res = _run(tmp_path, "smoke", model="gemma-3-270m", real_items=12, real_tc_steps=100, real_tokens=2000,
+    res = _run(tmp_path, "smoke", model="gemma-3-270m", real_items=12, real_tc_steps=60, real_tokens=1200,
                real_latents=512, real_layers=[9, 12])  # two layers: the identity variant once named only the last
     m = res.metrics
     assert m["n_items"] == 12 and 0.0 <= m["article_acc"] <= 1.0
