@@ -29,16 +29,16 @@ from iclr26.core.errors import UserError
 KINDS = ("data", "weights", "package", "device")
 HOOK_KEYS = ("needs", "device", "gpu_memory_gb", "hours", "basis", "notes", "reference")
 
-#: default-preset wall time (s) of each paper: BENCHMARKS.md, "Default-preset wall time under the decided-claims
-#: API": the ``make test`` worker time of each default-preset test in a clean clone with an empty HOME on the quiet
-#: 2-core machine (2026-12-06 13:20-13:56), one thread, cold cache (trained organisms and DDPMs built in the run), the
-#: other worker busy, so an upper bound on a lone ``iclr26 run``. It covers the preset's SEEDS["default"] seeds.
+#: default-preset wall time (s) of each paper: BENCHMARKS.md, "The two commands from a fresh clone": the ``make test``
+#: worker time of each default-preset test in a clean clone with an empty HOME on the quiet 2-core machine
+#: (2026-12-06 17:11-17:51, stop 33 at 70312c1), one thread, cold cache (trained organisms and DDPMs built in the run),
+#: the other worker busy, so an upper bound on a lone ``iclr26 run``. It covers the preset's SEEDS["default"] seeds.
 DEFAULT_SECONDS = {
-    "humof": 299, "role-modality-attacks": 293, "degenerate-explanations": 282, "sae-seeds": 224,
-    "sae-bias-latents": 217, "ptq-meta-weighting": 208, "latent-planning": 204, "culture-neurons": 202, "fdfi": 196,
-    "mi-ue": 165, "functional-rectified-flow": 163, "nufilt": 143, "rangeformer": 134, "composable-subnetworks": 117,
-    "reasoning-misalignment": 115, "strategic-dishonesty": 109, "hyper-set": 101, "ampo": 79,
-    "memorization-anisotropy": 41,
+    "role-modality-attacks": 372, "humof": 325, "degenerate-explanations": 284, "sae-seeds": 239,
+    "sae-bias-latents": 238, "ptq-meta-weighting": 231, "culture-neurons": 211, "latent-planning": 195,
+    "functional-rectified-flow": 181, "fdfi": 179, "mi-ue": 175, "rangeformer": 138, "nufilt": 133,
+    "strategic-dishonesty": 115, "hyper-set": 113, "composable-subnetworks": 109, "reasoning-misalignment": 107,
+    "ampo": 79, "memorization-anisotropy": 47,
 }  # fmt: skip
 # culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-06, clean clone, 2 CPU cores, cold cache)"
