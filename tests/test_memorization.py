@@ -20,6 +20,7 @@ from iclr26.diffusion.memorization import (
     memorization_score,
     mitigate_prompt,
     nearest_distance,
+    nonneg_logistic,
     replication_threshold,
     select_timesteps,
     tpr_at_fpr,
@@ -96,10 +97,10 @@ def test_v_prediction_norm_is_score_space():
     cond, uncond = torch.ones(1, 1), torch.zeros(1, 1)
     eps = memorization_score(den, cond, uncond, latent_shape=shape, t_hi=981, t_lo=41)
     v = memorization_score(den, cond, uncond, latent_shape=shape, t_hi=981, t_lo=41, prediction_type="v_prediction",
-                           alphas_cumprod=acp)  # fmt: skip
+                           alphas_cumprod=acp, v_space="official")  # fmt: skip
     a = float(acp[981])
     assert v.norm.item() == pytest.approx(eps.norm.item() * a**0.5 / (1 - a), rel=1e-5)
-    assert v.align.item() == pytest.approx(eps.align.item())  # raw v for the cosine
+    assert v.align.item() == pytest.approx(eps.align.item())  # raw v for the cosine (the official reading)
     with pytest.raises(UserError, match="alphas_cumprod"):
         memorization_score(den, cond, uncond, latent_shape=shape, t_hi=981, t_lo=41, prediction_type="v_prediction")
 
@@ -219,3 +220,125 @@ def test_bad_conditioning_shapes_raise():
     den = _Table((4, 2, 2))
     with pytest.raises(UserError, match="uncond"):
         memorization_score(den, torch.ones(2, 3), torch.zeros(2, 4), latent_shape=(4, 2, 2), t_hi=981, t_lo=41)
+
+
+def test_nonneg_logistic_hand_case_and_sklearn():
+    from scipy.optimize import brentq
+    from sklearn.linear_model import LogisticRegression
+
+    # hand case: x = +1 (y = 1) and x = -1 (y = 0). By symmetry b = 0 and the objective is
+    # 0.5 w^2 + 2 log(1 + exp(-w)), minimised where w = 2 sigmoid(-w)
+    X = np.array([[1.0], [-1.0]])
+    w_ref = brentq(lambda w: w - 2 / (1 + math.exp(w)), 0.0, 2.0)
+    w, b = nonneg_logistic(X, np.array([1, 0]))
+    assert w[0] == pytest.approx(w_ref, abs=1e-6) and b == pytest.approx(0.0, abs=1e-6)
+    # the same points with the labels swapped want w < 0: the constraint holds it at 0 (loss 2 log 2)
+    w, b = nonneg_logistic(X, np.array([0, 1]))
+    assert w[0] == 0.0 and b == pytest.approx(0.0, abs=1e-6)
+    w, _ = nonneg_logistic(X, np.array([0, 1]), nonneg=False)
+    assert w[0] == pytest.approx(-w_ref, abs=1e-6)
+
+    # against sklearn's LogisticRegression(C=1): the same fit when no constraint is active; with feature 2
+    # anti-related its weight is 0 and the rest is sklearn's fit on feature 1 alone
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(200, 2))
+    y = (Z[:, 0] + 0.7 * Z[:, 1] + rng.normal(size=200) > 0).astype(int)
+    sk = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(Z, y)
+    assert (sk.coef_[0] > 0).all()
+    w, b = nonneg_logistic(Z, y)
+    np.testing.assert_allclose(w, sk.coef_[0], atol=1e-4)
+    assert b == pytest.approx(sk.intercept_[0], abs=1e-4)
+    y2 = (Z[:, 0] - 0.7 * Z[:, 1] + rng.normal(size=200) > 0).astype(int)
+    free = nonneg_logistic(Z, y2, nonneg=False)[0]
+    assert free[1] < 0 and free == pytest.approx(
+        LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(Z, y2).coef_[0], abs=1e-4)
+    w, b = nonneg_logistic(Z, y2)
+    sk1 = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(Z[:, :1], y2)
+    assert w[1] == 0.0 and w[0] == pytest.approx(sk1.coef_[0][0], abs=1e-4)
+    assert b == pytest.approx(sk1.intercept_[0], abs=1e-4)
+    w, _ = nonneg_logistic(Z, y2, nonneg=[False, True])  # per-feature constraints
+    assert w[1] == 0.0
+    with pytest.raises(UserError, match="both classes"):
+        nonneg_logistic(Z, np.zeros(200, dtype=int))
+
+
+def _tiny_cond_unet(seed=0):
+    from diffusers import UNet2DConditionModel
+
+    torch.manual_seed(seed)
+    unet = UNet2DConditionModel(
+        sample_size=4, in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=8, attention_head_dim=4, norm_num_groups=4,
+    ).eval()  # fmt: skip
+    return lambda x, t, cond: unet(x, t, encoder_hidden_states=cond).sample
+
+
+def _eps_from_v_by_scheduler(v_model, sched_v):
+    """The epsilon model equivalent to a v model, through diffusers' own conversion: DDIMScheduler.step's
+    x0 prediction for v, then eps = (x_t - sqrt(abar) x0) / sqrt(1 - abar)."""
+    s = _sd_ddim(prediction_type="v_prediction")
+    s.set_timesteps(50)
+    assert s.config.prediction_type == sched_v.config.prediction_type
+
+    def eps(x, t, cond):
+        ti = int(t[0])
+        assert (t == ti).all()
+        x0 = s.step(v_model(x, t, cond), ti, x).pred_original_sample
+        a = s.alphas_cumprod[ti]
+        return (x - a.sqrt() * x0) / (1 - a).sqrt()
+
+    return eps
+
+
+def test_v_prediction_is_read_as_epsilon_through_the_scheduler_on_a_tiny_unet():
+    unet = _tiny_cond_unet()
+    s_eps, s_v = _sd_ddim(), _sd_ddim(prediction_type="v_prediction")
+    as_eps = _eps_from_v_by_scheduler(unet, s_v)
+    g = torch.Generator().manual_seed(1)
+    cond, uncond = torch.randn(3, 2, 8, generator=g), torch.randn(1, 2, 8, generator=g)
+    kw = dict(latent_shape=(4, 4, 4), t_hi=981, t_lo=41, gen_num=2, seed=5)
+    with torch.no_grad():
+        # epsilon mode: the prediction type comes from the scheduler (the same as saying it)
+        e1 = memorization_score(unet, cond, uncond, scheduler=s_eps, **kw)
+        e2 = memorization_score(unet, cond, uncond, prediction_type="epsilon", **kw)
+        torch.testing.assert_close(e1.score, e2.score)
+        # v mode: the same network read as v (prediction type from the scheduler) equals the epsilon model that
+        # diffusers' conversion makes of it
+        v = memorization_score(unet, cond, uncond, scheduler=s_v, **kw)
+        ref = memorization_score(as_eps, cond, uncond, scheduler=s_eps, **kw)
+        torch.testing.assert_close(v.norm, ref.norm, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(v.align, ref.align, rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(v.align, e1.align, atol=1e-3)  # the reading matters
+        # Wen-k on the v model: the scheduler steps on v, magnitudes in epsilon; Wen-1 is N
+        wv = denoising_score(unet, cond, uncond, s_v, latent_shape=(4, 4, 4), k=3, gen_num=2, seed=5)
+        we = denoising_score(as_eps, cond, uncond, s_eps, latent_shape=(4, 4, 4), k=3, gen_num=2, seed=5)
+        torch.testing.assert_close(wv, we, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(wv[:, 0], v.norm, rtol=1e-5, atol=1e-6)
+    # mitigation descends the same S for the v model as for its epsilon equivalent
+    mk = dict(latent_shape=(4, 4, 4), t_hi=981, t_lo=41, steps=3, n_noise=2, seed=0)
+    ev, hv = mitigate_prompt(unet, cond[:2], uncond, scheduler=s_v, **mk)
+    ee, he = mitigate_prompt(as_eps, cond[:2], uncond, scheduler=s_eps, **mk)
+    _, h_raw = mitigate_prompt(unet, cond[:2], uncond, scheduler=s_eps, **mk)
+    assert hv == pytest.approx(he, rel=1e-4) and hv[0] != pytest.approx(h_raw[0], rel=1e-3)
+    torch.testing.assert_close(ev, ee, rtol=1e-3, atol=1e-4)
+    # a prediction type that contradicts the scheduler, or v without alphas_cumprod, is refused
+    with pytest.raises(UserError, match="scheduler predicts"):
+        mitigate_prompt(unet, cond[:1], uncond, scheduler=s_v, prediction_type="epsilon", **mk)
+    with pytest.raises(UserError, match="alphas_cumprod"):
+        memorization_score(unet, cond, uncond, prediction_type="v_prediction", **kw)
+
+
+def test_prediction_type_is_read_from_a_ddpm():
+    from iclr26.diffusion.ddpm import DDPM, DDPMConfig
+
+    m = DDPM(DDPMConfig(n_cond=3, cond_dim=8, hidden=16, depth=1, prediction_type="v_prediction")).eval()
+    cond, unc = m.embed(torch.arange(3)).detach(), m.null(1).detach()
+    kw = dict(latent_shape=(4, 4, 4), t_hi=981, t_lo=41, seed=0)
+    with pytest.raises(UserError, match="alphas_cumprod"):  # v from the model's config, not silently epsilon
+        memorization_score(m, cond, unc, **kw)
+    with torch.no_grad():
+        a = memorization_score(m, cond, unc, scheduler=m.ddim_scheduler(), **kw)
+        b = memorization_score(m, cond, unc, prediction_type="v_prediction",
+                               alphas_cumprod=m.ddim_scheduler().alphas_cumprod, **kw)
+    torch.testing.assert_close(a.score, b.score)
