@@ -356,18 +356,55 @@ def test_ba_motif_graphs_and_ba_shapes():
         ba_motif_graphs(1)
 
 
-def test_ba_motif_graphs_ignore_global_random_state():
+def _same_data(a, b) -> bool:
+    """Two generated data sets (a Data or a list of Data) are identical in every tensor attribute."""
+    a, b = (a if isinstance(a, list) else [a]), (b if isinstance(b, list) else [b])
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if set(x.keys()) != set(y.keys()):
+            return False
+        for k in x.keys():
+            u, v = x[k], y[k]
+            if torch.is_tensor(u) and not (u.shape == v.shape and torch.equal(u, v)):
+                return False
+    return True
+
+
+_GENERATORS = {
+    "color_count_graphs": lambda seed: color_count_graphs(12, n_min=3, n_max=9, seed=seed),
+    "ba_motif_graphs": lambda seed: ba_motif_graphs(6, n_base=10, seed=seed),
+    "ba_shapes": lambda seed: ba_shapes(n_base=40, n_motifs=5, seed=seed),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GENERATORS))
+def test_generators_depend_on_their_seed_alone(name):
+    """Every generator is a function of its own seed: numpy's and torch's global random states (set to two
+    different values) change neither edge_index nor x nor y (PyG's BAGraph / barabasi_albert_graph read
+    numpy's global state; these generators draw from their own np.random.Generator), and the global states
+    are left as they were."""
+    import random
+
     import numpy as np
 
-    np.random.seed(1)
-    a = ba_motif_graphs(6, n_base=10, seed=3)
-    np.random.seed(2)
-    torch.manual_seed(5)
-    b = ba_motif_graphs(6, n_base=10, seed=3)
-    assert all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(a, b, strict=True))
-    c = ba_motif_graphs(6, n_base=10, seed=4)
-    assert any(x.edge_index.shape != y.edge_index.shape or not torch.equal(x.edge_index, y.edge_index)
-               for x, y in zip(a, c, strict=True))
+    gen = _GENERATORS[name]
+    outs = []
+    for glob in (1, 2):
+        np.random.seed(glob)
+        torch.manual_seed(100 + glob)
+        random.seed(200 + glob)
+        np_state, t_state, py_state = np.random.get_state()[1].copy(), torch.random.get_rng_state(), random.getstate()
+        outs.append(gen(3))
+        assert np.array_equal(np_state, np.random.get_state()[1]), "numpy's global state was drawn from"
+        assert torch.equal(t_state, torch.random.get_rng_state()), "torch's global state was drawn from"
+        assert py_state == random.getstate(), "python's global state was drawn from"
+    a, b = outs
+    assert _same_data(a, b)
+    for g in a if isinstance(a, list) else [a]:
+        assert g.edge_index.numel() and g.y is not None and g.y.numel()
+        assert g.x is not None or name == "ba_shapes"  # BA-Shapes has no features, only structure and roles
+    assert not _same_data(a, gen(4))  # and the seed does matter
 
 
 class AttrModel:
