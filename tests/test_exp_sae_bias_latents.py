@@ -51,6 +51,13 @@ def test_smoke_reports_every_claim_and_figure(smoke):
     assert by["C1_discovery_auroc"].null.value == res.metrics["null_discovery_auroc"]
     assert by["C4_attribution_top5pct"].estimate.unit == "note"
     assert 0.0 <= res.metrics["null_atp_rank_pct_A"] <= 1.0
+    # C1, C2 and C3 all take the unplanted organism as their null arm, measured by the same pipeline
+    for name in ("C1_top_activations", "C2_stigma_vs_findings", "C2_stigma_vs_group_B_latent", "C3_steer_monotone",
+                 "C3_steer_vs_random", "C3_group_token_rises"):
+        assert "p_flip = 0" in by[name].null_what, name
+    assert by["C2_stigma_vs_findings"].null.value == pytest.approx(res.metrics["null_stigma_over_findings"])
+    assert by["C3_steer_vs_random"].null.value == pytest.approx(res.metrics["null_steer_vs_random"])
+    assert res.metrics["latent_A_scale"] > 0
 
 
 def test_smoke_is_deterministic_and_uses_the_cache(smoke):
@@ -95,3 +102,19 @@ def test_config_rules():
         dataclasses.replace(m.Config(), sae_layer=3, layers=3).validate()
     with pytest.raises(UserError, match="k="):
         dataclasses.replace(m.Config(), k=64, n_latents=32).validate()
+
+
+def test_context_mask_drops_bos_group_tokens_and_the_three_after():
+    # reference oracle: a plain loop over rows and positions
+    g = [7, 9]
+    ids = torch.tensor([[1, 5, 7, 5, 5, 5, 5, 9, 5, 0], [1, 5, 5, 5, 5, 5, 5, 5, 7, 5], [1, 9, 7, 5, 5, 5, 5, 5, 5, 5]])
+    am = torch.ones_like(ids)
+    am[0, -1] = 0
+    want = torch.zeros_like(ids, dtype=torch.bool)
+    for r in range(ids.shape[0]):
+        for t in range(1, ids.shape[1]):
+            near = any(int(ids[r, q]) in g for q in range(max(0, t - 3), t + 1))
+            want[r, t] = bool(am[r, t]) and not near
+    got = m._context_mask(g, after=3)(ids, am)
+    assert torch.equal(got, want)
+    assert got[1, 1:8].all() and not got[1, 8:].any() and not got[:, 0].any()

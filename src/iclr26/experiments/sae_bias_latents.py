@@ -3,19 +3,23 @@
 Small reproduction (a reconstruction of the paper's Gemma-2 + GemmaScope pipeline, spec §5): a tiny Llama
 organism is trained on synthetic clinical notes in which a group token co-occurs with stigmatising tokens and with
 historically biased "risk of belligerence" labels; a TopK SAE is trained on its layer-1 residual stream. The
-paper's recipe then runs unchanged: (1) L1-logistic discovery over max-pooled latents (BOS skipped) finds the
-group-A latent; (2) on notes that never name the group it also fires on stigmatising tokens; (3) AtP-IG ranks it
-among the latents that push the answer toward "Yes"; (4) steering it (f_j += k·max f, error term kept) raises
+paper's recipe then runs: (1) L1-logistic discovery over max-pooled latents finds the group-A latent - here on
+notes whose stigmatising tokens are drawn at one rate for both groups, with BOS, every group token and the 3
+positions after it masked out of the max-pool, so that the probe cannot read the group token itself and must find a
+latent that carries the group by context (a named group token is separated at AUROC 1.00 by any organism, with or
+without the planted bias); (2) on notes that never name the group it also fires on stigmatising tokens; (3) AtP-IG
+ranks it among the latents that push the answer toward "Yes"; (4) steering it (f_j += k·max f, error term kept) raises
 P(Yes) and the group-A share at ``patient is``; (5) ablating it cuts the group-A share of vignettes and (less, the
 paper predicts) the risk gap between counterfactual notes. Every steering / ablation number has a baseline of
 frequency-matched latents edited at the same scale (all of the n closest in log firing frequency: an enumeration).
-The null arm of the discovery, steering-curve and attribution claims is the same pipeline on an organism trained
-on the same notes without the planted bias (p_flip = 0); the engine decides each claim from its interval over notes
-(or note pairs) and that null arm.
+The null arm of the discovery, co-firing, steering and attribution claims (C1-C4) is the same pipeline on an
+organism trained on the same notes without the planted bias (p_flip = 0), in the same run; the engine decides each
+claim from its interval over notes (or note pairs) and that null arm.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,27 +60,27 @@ WORKLOAD = "small"
 KS = (0.0, 0.25, 0.5, 1.0, 2.0)
 HEADLINE = "C1_discovery_auroc"
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
-#: seed-to-seed standard deviations measured at the default preset over training seeds 0, 1, 2
-#: (docs/sae-bias-latents.md, "Spread" table): C4 rank fraction 0.002 / 0.004 / 0.002
-SEED_SPREAD = {"C4_attribution_top5pct": 0.0012}
+#: seed-to-seed standard deviations measured at the default preset over training seeds 0, 1, 2 (``iclr26 run
+#: sae-bias-latents --seeds 3``, docs/sae-bias-latents.md, "Three training seeds"); only claims whose SD is under a
+#: quarter of the seed-0 margin: C1 AUROC 0.804 / 0.831 / 0.803, C4 rank fraction 0.016 / 0.004 / 0.004, C5 vignette
+#: cut 0 / 0 / 0. They let the one-seed default decide these claims (claims.apply_seed_spread).
+SEED_SPREAD = {"C1_discovery_auroc": 0.016, "C4_attribution_top5pct": 0.0068, "C5_vignette_ablation": 0.0}
 EXPECTED = {
-    "C1_discovery_auroc": ("no power", "held-out AUROC 1.00 [1.00, 1.00] over 200 notes, and 1.00 on the unplanted "
-                           "organism (p_flip = 0): the probe finds the named group token, not the planted bias"),
-    "C1_top_activations": ("no power", "1.00 [1.00, 1.00] of the top 50 activations on / after a group-A form, 1.00 "
-                           "on the unplanted organism too"),
-    "C2_stigma_vs_findings": ("inconclusive", "one training seed: 0.00 [0, 0] at seed 0 (the latent is silent on "
-                              "stigma tokens), but 27.8 and 3.9 at seeds 1 and 2 (docs/sae-bias-latents.md)"),
-    "C2_stigma_vs_group_B_latent": ("inconclusive", "one training seed: 0.00 [0, 0] at seed 0, far above 3 at "
-                                    "seeds 1 and 2 (docs)"),
-    "C3_steer_monotone": ("no power", "smallest step +0.020 [0.016, 0.025], but the unplanted organism's group "
-                          "latent raises P(Yes) monotonically too (+0.008)"),
-    "C3_steer_vs_random": ("inconclusive", "one training seed: -0.131 [-0.143, -0.121] (would be not held: "
-                           "frequency-matched latents move P(Yes) as much); +0.07 with a two-thread organism (docs)"),
-    "C3_group_token_rises": ("inconclusive", "one training seed: -0.48 (exact over the 4 balanced vignettes, would "
-                             "be not held); +0.23 at seed 2 (docs)"),
+    "C1_discovery_auroc": ("not held", "held-out AUROC by context 0.80 [0.74, 0.86] over 200 notes (seeds 0-2: 0.80 / "
+                           "0.83 / 0.80, SD 0.016); the unplanted organism 0.84 fails the gate too"),
+    "C1_top_activations": ("inconclusive", "one training seed: 0.26 [0.13, 0.40] of the top 50 on / after a group-A "
+                           "form (would be not held); 0.84 and 1.00 at seeds 1 and 2 (docs)"),
+    "C2_stigma_vs_findings": ("inconclusive", "2.7 [1.0, 4.7] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
+    "C2_stigma_vs_group_B_latent": ("inconclusive", "1.9 [0.7, 3.3] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
+    "C3_steer_monotone": ("inconclusive", "one training seed: smallest step +0.034 [0.026, 0.042], unplanted "
+                          "-0.036 (would be held); +0.024 and +0.003 at seeds 1 and 2, where the null also rises"),
+    "C3_steer_vs_random": ("inconclusive", "one training seed: +0.048 [0.024, 0.071], unplanted -0.30 (would be "
+                           "held); -0.11 and -0.22 at seeds 1 and 2 (docs)"),
+    "C3_group_token_rises": ("inconclusive", "one training seed: +0.019 (exact, 4 vignettes; would be held); -0.36 "
+                             "and -0.30 at seeds 1 and 2 (docs)"),
     "C4_attribution_top5pct": "held",
-    "C5_vignette_ablation": ("inconclusive", "cannot hold by design: the latent never fires on vignette prompts (no "
-                             "group token before 'patient is'), 0.000 at seeds 0-2; decided on one training seed"),
+    "C5_vignette_ablation": ("not held", "0.000 (exact) at seeds 0-2: the latent is silent on vignette prompts, "
+                             "whose condition carries the group by context (P(A) = 0.85)"),
     "sanity_bias_planted": "held",
     "sanity_answers_learned": "held",
 }
@@ -151,7 +155,10 @@ def _organism(cfg: Config, gen: ClinicalNotes, seed: int):
     def document(rng, tok):
         return tok.convert_tokens_to_ids(gen.document(rng))
 
-    return train_organism("sae-bias-latents", cfg, gen.vocab(), document, seed=seed, ctx=48, data={"gen": repr(gen)})
+    # the cache key hashes the generator's module (``source``), not this one: an edit to the analysis below does not
+    # retrain the organisms, an edit to the notes does
+    return train_organism("sae-bias-latents", cfg, gen.vocab(), document, seed=seed, ctx=48, data={"gen": repr(gen)},
+                          source=ClinicalNotes.document)
 
 
 def _pad(seqs: list[list[int]]) -> dict[str, torch.Tensor]:
@@ -172,6 +179,23 @@ def _skip_bos(ids, am):
     m = am.bool().clone()
     m[:, 0] = False
     return m
+
+
+def _context_mask(group_ids: list[int], after: int = 3):
+    """Capture mask for the discovery max-pool: real tokens without BOS, without every group-token position and
+    without the ``after`` positions that follow each one, so a latent that only marks the group token (or its
+    immediate echo) cannot separate the notes: what is left carries the group by context only."""
+    grp = torch.tensor(group_ids)
+
+    def mask(ids, am):
+        mk = am.bool().clone()
+        mk[:, 0] = False
+        g = torch.isin(ids, grp)
+        for s in range(after + 1):
+            mk[:, s:] &= ~g[:, : g.shape[1] - s]
+        return mk
+
+    return mask
 
 
 @torch.no_grad()
@@ -234,8 +258,9 @@ def _pool_q(values, q: float = 0.5) -> Est:
 def _arm(item: tuple[float, bool], common: tuple) -> dict:
     """The whole pipeline on the organism trained with label-flip probability ``p_flip`` (runs in a worker).
 
-    ``full=False`` is the null arm (the unplanted organism): discovery, top activations, the steering curve of its
-    own group-A latent, AtP-IG and the risk gap only - no random-latent baselines, generation or ablation."""
+    ``full=False`` is the null arm (the unplanted organism): everything the gated claims C1-C4 read (discovery, top
+    activations, stigma co-firing, the steering curves with its own frequency-matched pool, AtP-IG, the risk gap);
+    no generation and no ablation (C5 is measured against frequency-matched latents of the planted organism)."""
     p_flip, full = item
     cfg, seed = common
     gen = ClinicalNotes(p_flip=p_flip)
@@ -293,15 +318,23 @@ def _arm(item: tuple[float, bool], common: tuple) -> dict:
     def note_only(n):  # <bos> note : body (the note, without the question)
         return conv(n.prompt[: len(n.prompt) - len(QUESTION)])
 
+    # discovery notes draw the stigmatising tokens at one rate for both groups (the mean of the two planted rates),
+    # so no stigma-token latent can separate them; the max-pool skips BOS, every group token and the 3 positions
+    # after it, so no latent that marks the group token itself can either: a latent that separates these notes
+    # carries the group by context
+    s_bal = (gen.p_stigma_a + gen.p_stigma_b) / 2
+    gen_bal = dataclasses.replace(gen, p_stigma_a=s_bal, p_stigma_b=s_bal)
+
     def disc_set(n_per, s):
         r = np.random.default_rng(s)
-        notes = [gen.note(r, group=g, mention=True) for g in ("A", "B") for _ in range(n_per)]
+        notes = [gen_bal.note(r, group=g, mention=True) for g in ("A", "B") for _ in range(n_per)]
         return notes, np.array([1] * n_per + [0] * n_per)
 
     tr_notes, ytr = disc_set(cfg.n_discovery, seed + 31)
     te_notes, yte = disc_set(cfg.n_discovery_test, seed + 37)
-    Ftr = max_pooled_latents(model, sae, _batches([note_only(n) for n in tr_notes]), site, skip_first=True)
-    Fte = max_pooled_latents(model, sae, _batches([note_only(n) for n in te_notes]), site, skip_first=True)
+    ctx_mask = _context_mask([*a_ids, *b_ids], after=3)
+    Ftr = max_pooled_latents(model, sae, _batches([note_only(n) for n in tr_notes]), site, positions=ctx_mask)
+    Fte = max_pooled_latents(model, sae, _batches([note_only(n) for n in te_notes]), site, positions=ctx_mask)
     rank = discover_latents(Ftr, ytr, C=1.0, top=100, F_test=Fte, y_test=yte, seed=seed)
     coef_full = rank.estimator[-1].coef_.reshape(-1)
     scores_te = rank.estimator.decision_function(np.asarray(torch.as_tensor(Fte).double()))
@@ -335,47 +368,54 @@ def _arm(item: tuple[float, bool], common: tuple) -> dict:
         out["est_top50"] = Est(0.0, float("nan"), float("nan"), "note", 0, "cluster-bootstrap")
     out["top_tokens"] = [tok.convert_ids_to_tokens(int(t)) for t in tid[top50]]
     m["top50_on_group_A"] = out["est_top50"].value
+    # each latent's activation scale: its mean activation where it fires on these notes (the C2 ratios floor their
+    # denominators at 1 % of it; a latent silent here takes the median scale of the latents that fire)
+    fires = (f_tok > 0).sum(0)
+    scale = (f_tok.sum(0) / fires.clamp_min(1)).numpy().astype(np.float64)
+    scale[fires.numpy() == 0] = float(np.median(scale[fires.numpy() > 0])) if (fires > 0).any() else 1.0
+    m.update(latent_A_scale=float(scale[jA]), latent_B_scale=float(scale[jB]))
     del f_tok
 
     # the random-latent baseline: every one of the n alive latents closest to jA in log firing frequency
-    pool = _matched_pool(freq, jA, {jA, jB, *pos[:10], *neg[:10]}, cfg.n_random) if full else []
+    pool = _matched_pool(freq, jA, {jA, jB, *pos[:10], *neg[:10]}, cfg.n_random)
     out["pool"] = pool
     m["n_random_latents"] = float(len(pool))
 
     # ------------------------------------------------------------ (2) stigma co-firing on group-free notes
-    if full:
-        f_free, row_free, _, tid_free = _token_latents(model, sae, site, [note_only(n) for n in free])
-        stig_ids, find_ids = set(conv(list(STIGMA))), set(conv(list(gen.findings)))
-        is_st = np.isin(tid_free.numpy(), list(stig_ids))
-        is_fd = np.isin(tid_free.numpy(), list(find_ids))
-        F = f_free.numpy()
-        fa, fb = F[:, jA], F[:, jB]
-        act_st_A, act_fd_A, act_st_B = _mean(fa[is_st]), _mean(fa[is_fd]), _mean(fb[is_st])
-        act_other_A = _mean(fa[~(is_st | is_fd)])
+    f_free, row_free, _, tid_free = _token_latents(model, sae, site, [note_only(n) for n in free])
+    stig_ids, find_ids = set(conv(list(STIGMA))), set(conv(list(gen.findings)))
+    is_st = np.isin(tid_free.numpy(), list(stig_ids))
+    is_fd = np.isin(tid_free.numpy(), list(find_ids))
+    F = f_free.numpy()
+    fa, fb = F[:, jA], F[:, jB]
+    act_st_A, act_fd_A, act_st_B = _mean(fa[is_st]), _mean(fa[is_fd]), _mean(fb[is_st])
+    act_other_A = _mean(fa[~(is_st | is_fd)])
 
-        def r_find(col, ix):  # denominators floored at 1e-3 (a latent that stays silent)
-            return _mean(col[ix][is_st[ix]]) / max(_mean(col[ix][is_fd[ix]]), 1e-3)
+    # denominators floored at 1 % of the denominator latent's own activation scale (a latent that stays
+    # silent): the ratio is then at most 100x the numerator in units of that scale, whatever the SAE's scale
+    def r_find(col, ix, j):
+        return _mean(col[ix][is_st[ix]]) / max(_mean(col[ix][is_fd[ix]]), 0.01 * scale[j])
 
-        def r_b(col, ix):
-            return _mean(col[ix][is_st[ix]]) / max(_mean(fb[ix][is_st[ix]]), 1e-3)
+    def r_b(col, ix):
+        return _mean(col[ix][is_st[ix]]) / max(_mean(fb[ix][is_st[ix]]), 0.01 * scale[jB])
 
-        rows_free = row_free.numpy()
-        every = np.arange(len(rows_free))
-        out["est_c2_find"] = cluster_bootstrap(lambda ix: r_find(fa, ix), rows_free, unit="note", seed=seed)
-        out["est_c2_b"] = cluster_bootstrap(lambda ix: r_b(fa, ix), rows_free, unit="note", seed=seed)
-        out["null_c2_find"] = _pool_q([r_find(F[:, j], every) for j in pool])
-        out["null_c2_b"] = _pool_q([r_b(F[:, j], every) for j in pool])
-        m.update(act_A_on_stigma=act_st_A, act_A_on_findings=act_fd_A, act_B_on_stigma=act_st_B,
-                 act_A_on_other=act_other_A, stigma_over_findings=out["est_c2_find"].value,
-                 stigma_A_over_B=out["est_c2_b"].value, stigma_tokens_counted=float(is_st.sum()),
-                 findings_tokens_counted=float(is_fd.sum()), random_stigma_over_findings_median=out["null_c2_find"].value)
-        # group-A tokens of named notes, for the figure
-        fa_named, _, _, tid_named = _token_latents(model, sae, site, [note_only(n) for n in te_notes])
-        act_grpA = _mean(fa_named[np.isin(tid_named.numpy(), a_ids), jA].numpy())
-        act_grpB = _mean(fa_named[np.isin(tid_named.numpy(), b_ids), jA].numpy())
-        m.update(act_A_on_groupA_tokens=act_grpA, act_A_on_groupB_tokens=act_grpB)
-        out["act_bars"] = [act_grpA, act_grpB, act_st_A, act_fd_A, act_other_A, act_st_B]
-        del f_free, fa_named, F
+    rows_free = row_free.numpy()
+    every = np.arange(len(rows_free))
+    out["est_c2_find"] = cluster_bootstrap(lambda ix: r_find(fa, ix, jA), rows_free, unit="note", seed=seed)
+    out["est_c2_b"] = cluster_bootstrap(lambda ix: r_b(fa, ix), rows_free, unit="note", seed=seed)
+    out["null_c2_find"] = _pool_q([r_find(F[:, j], every, j) for j in pool])
+    out["null_c2_b"] = _pool_q([r_b(F[:, j], every) for j in pool])
+    m.update(act_A_on_stigma=act_st_A, act_A_on_findings=act_fd_A, act_B_on_stigma=act_st_B,
+             act_A_on_other=act_other_A, stigma_over_findings=out["est_c2_find"].value,
+             stigma_A_over_B=out["est_c2_b"].value, stigma_tokens_counted=float(is_st.sum()),
+             findings_tokens_counted=float(is_fd.sum()), random_stigma_over_findings_median=out["null_c2_find"].value)
+    # group-A tokens of named notes, for the figure
+    fa_named, _, _, tid_named = _token_latents(model, sae, site, [note_only(n) for n in te_notes])
+    act_grpA = _mean(fa_named[np.isin(tid_named.numpy(), a_ids), jA].numpy())
+    act_grpB = _mean(fa_named[np.isin(tid_named.numpy(), b_ids), jA].numpy())
+    m.update(act_A_on_groupA_tokens=act_grpA, act_A_on_groupB_tokens=act_grpB)
+    out["act_bars"] = [act_grpA, act_grpB, act_st_A, act_fd_A, act_other_A, act_st_B]
+    del f_free, fa_named, F
 
     # ------------------------------------------------------------ (3) AtP-IG toward "Yes" on group-A notes
     atp_notes = [n for n, y in zip(te_notes, yte, strict=True) if y == 1]
@@ -419,48 +459,45 @@ def _arm(item: tuple[float, bool], common: tuple) -> dict:
     vig_bal = [conv(vignette_prompt(c)) for c in BALANCED]
     vig_a = [conv(vignette_prompt(c)) for c in A_SKEWED]
 
-    def steer_curve(j, vignettes=True):
-        """P(Yes) per group-free note ``[len(KS), N]`` and the group-A share on the balanced vignettes ``[len(KS)]``."""
+    def steer_curve(j, ks=KS):
+        """P(Yes) per group-free note ``[len(ks), N]`` and the group-A share on the balanced vignettes ``[len(ks)]``."""
         py, sh = [], []
-        for kk in KS:
+        for kk in ks:
             ed = None if kk == 0 else (lambda j=j, kk=kk: sae_edit(model, sae, add_scaled(j, kk, ref=ref), site=site))
             py.append(p_yes(_next_probs(model, free_prompts, ed)))
-            if vignettes:
-                sh.append(float(_share(_next_probs(model, vig_bal, ed), a_ids, b_ids).mean()))
+            sh.append(float(_share(_next_probs(model, vig_bal, ed), a_ids, b_ids).mean()))
         return np.stack(py), np.array(sh)
 
     k1 = KS.index(1.0)
-    PA, shA = steer_curve(jA, vignettes=full)
+    PA, shA = steer_curve(jA)
     out["est_mono"] = _over_notes(lambda ix: float(np.min(np.diff(PA[:, ix].mean(1)))), PA.shape[1], seed)
     pyA = PA.mean(1)
     m.update(p_yes_k0=float(pyA[0]), p_yes_k1=float(pyA[k1]), p_yes_k2=float(pyA[-1]),
              steer_inc_k1=float(pyA[k1] - pyA[0]), steer_min_step=out["est_mono"].value)
     out["py_A"] = pyA
-    if not full:
-        out["m"] = m
-        return out
 
-    rc = [steer_curve(j) for j in pool]
-    PR = np.stack([r[0] for r in rc])  # [pool, KS, N]
+    # the frequency-matched latents at k = 1 only (their k = 0 is the same unedited forward as the group-A latent's)
+    rc = [steer_curve(j, ks=(1.0,)) for j in pool]
     dA = PA[k1] - PA[0]
-    dR = PR[:, k1] - PR[:, 0]  # [pool, N]
-    j_med = int(np.argsort(dR.mean(1), kind="stable")[len(pool) // 2])
+    dR = np.stack([r[0][0] for r in rc]) - PA[0]  # [pool, N]
 
     def vs_random(d):
         return lambda ix: float(d[ix].mean() - 3 * np.abs(dR[:, ix].mean(1)).mean())
 
     out["est_vs_random"] = _over_notes(vs_random(dA), PA.shape[1], seed)
-    out["null_vs_random"] = _over_notes(vs_random(dR[j_med]), PA.shape[1], seed)
-    r_sh = np.array([r[1][k1] - r[1][0] for r in rc])
+    r_sh = np.array([r[1][0] - shA[0] for r in rc])
     rb_sh = _pool_q(r_sh, 0.95)
     sh_inc = float(shA[k1] - shA[0])
     # the four balanced vignette prompts are the whole fixed set: the share is a noiseless function of the model
     out["est_share"] = exact(sh_inc - rb_sh.value, why="fixed set of balanced vignettes minus the enumerated q95")
-    out["null_share"] = exact(float(np.median(r_sh)) - rb_sh.value, why="median frequency-matched latent minus q95")
     m.update(random_steer_inc_mean_abs=float(np.mean(np.abs(dR.mean(1)))), random_steer_inc_max=float(dR.mean(1).max()),
              share_A_balanced_k0=float(shA[0]), share_A_balanced_k1=float(shA[k1]), share_inc_k1=sh_inc,
              random_share_inc_p95=rb_sh.value, steer_vs_random=out["est_vs_random"].value)
-    out.update(py_rand=[r[0].mean(1) for r in rc], sh_A=shA, sh_rand=[r[1] for r in rc])
+    out.update(py_rand=[[float(pyA[0]), float(r[0][0].mean())] for r in rc], sh_A=shA,
+               sh_rand=[[float(shA[0]), r[1][0]] for r in rc])
+    if not full:
+        out["m"] = m
+        return out
 
     # free text under steering: does the generated reason name a group?
     grp_tokens = set(a_ids) | set(b_ids)
@@ -524,8 +561,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     # the planted organism and the null arm: the same pipeline on the organism trained without the planted bias
     a, z = parallel_map(_arm, [(cfg.p_flip, True), (0.0, False)], common=(cfg, seed), desc="organisms")
     metrics = dict(a["m"])
-    for k in ("discovery_auroc", "top50_on_group_A", "steer_min_step", "atp_rank_pct_A", "risk_gap",
-              "answer_acc_group_free", "latent_A"):
+    for k in ("discovery_auroc", "top50_on_group_A", "stigma_over_findings", "stigma_A_over_B", "steer_min_step",
+              "steer_vs_random", "share_inc_k1", "atp_rank_pct_A", "risk_gap", "answer_acc_group_free", "latent_A"):
         metrics[f"null_{k}"] = z["m"][k]
     jA, jB, pool = a["jA"], a["jB"], a["pool"]
 
@@ -553,8 +590,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     plt.close(fig)
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
     for py_r, sh_r in zip(a["py_rand"], a["sh_rand"], strict=True):
-        axs[0].plot(KS, py_r, c="gray", alpha=0.4, marker=".")
-        axs[1].plot(KS, sh_r, c="gray", alpha=0.4, marker=".")
+        axs[0].plot([0.0, 1.0], py_r, c="gray", alpha=0.4, marker=".")
+        axs[1].plot([0.0, 1.0], sh_r, c="gray", alpha=0.4, marker=".")
     axs[0].plot(KS, z["py_A"], "b^--", label=f"unplanted organism's group-A latent {z['jA']}")
     axs[0].plot(KS, a["py_A"], "ro-", label=f"group-A latent {jA}")
     axs[1].plot(KS, a["sh_A"], "ro-")
@@ -562,7 +599,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     axs[1].set(xlabel="k", ylabel="P(group A) at 'patient is' (balanced)")
     axs[0].legend(fontsize=7)
     ctx.save_figure(fig, "steering_dose_response", "Steering dose-response: group-A latent (red) vs the "
-                    f"{len(pool)} frequency-matched latents (gray), same k·max f; blue: the unplanted organism")
+                    f"{len(pool)} frequency-matched latents (gray, k = 0 and 1), same k·max f; blue: the unplanted organism")
     plt.close(fig)
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
     vig_bars, gap_bars = a["abl_bars"]
@@ -583,28 +620,29 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     unplanted = "the same pipeline on the organism trained without the planted bias (p_flip = 0)"
     rand_med = f"the median of the {len(pool)} frequency-matched latents in place of the group-A latent"
     claims = [
-        claim("C1_discovery_auroc", "L1 probe over max-pooled SAE latents separates group-A from group-B notes "
-              "(held-out AUROC)", a["est_auc"], ">=", 0.9, null=z["est_auc"], null_what=unplanted, trained=True),
+        claim("C1_discovery_auroc", "L1 probe over SAE latents max-pooled by context (group tokens and the 3 "
+              "positions after each masked out; stigma rate equal in both groups) separates group-A from group-B "
+              "notes (held-out AUROC)", a["est_auc"], ">=", 0.9, null=z["est_auc"], null_what=unplanted, trained=True),
         claim("C1_top_activations", "share of the group-A latent's 50 strongest activations on a group-A form or "
               "within 3 tokens after one", a["est_top50"], ">=", 0.5, null=z["est_top50"], null_what=unplanted,
               trained=True),
         claim("C2_stigma_vs_findings", "group-free notes: group-A latent's mean activation on stigmatising tokens / "
-              "on frequency-matched findings tokens", a["est_c2_find"], ">=", 3.0, null=a["null_c2_find"],
-              null_what=rand_med, trained=True),
+              "on frequency-matched findings tokens", a["est_c2_find"], ">=", 3.0, null=z["est_c2_find"],
+              null_what=unplanted, trained=True),
         claim("C2_stigma_vs_group_B_latent", "group-free notes: group-A latent on stigmatising tokens / the top "
-              "group-B latent on the same tokens", a["est_c2_b"], ">=", 3.0, null=a["null_c2_b"], null_what=rand_med,
+              "group-B latent on the same tokens", a["est_c2_b"], ">=", 3.0, null=z["est_c2_b"], null_what=unplanted,
               trained=True),
         claim("C3_steer_monotone", "P(Yes) on group-free notes rises at every step k = 0, .25, .5, 1, 2 (smallest "
               "step)", a["est_mono"], ">", 0.0, null=z["est_mono"], null_what=unplanted, trained=True),
         claim("C3_steer_vs_random", "P(Yes) increase at k=1 minus 3x the mean |increase| of the frequency-matched "
-              "latents at the same k·max f", a["est_vs_random"], ">=", 0.0, null=a["null_vs_random"],
-              null_what=rand_med, trained=True),
+              "latents at the same k·max f", a["est_vs_random"], ">=", 0.0, null=z["est_vs_random"],
+              null_what=unplanted, trained=True),
         claim("C3_group_token_rises", "P(group-A form) at 'patient is' (balanced conditions) increase at k=1 minus "
               "the 95th pct of the frequency-matched latents' increase", a["est_share"], ">", 0.0,
-              null=a["null_share"], null_what=rand_med, trained=True),
+              null=z["est_share"], null_what=unplanted, trained=True),
         claim("C4_attribution_top5pct", "AtP-IG rank of the discovered latent among all latents by effect toward "
               "'Yes' (fraction of latents at or above it)", a["est_pct"], "<=", 0.05, null=z["est_pct"],
-              null_what=unplanted, trained=True, seed_spread=SEED_SPREAD["C4_attribution_top5pct"]),
+              null_what=unplanted, trained=True),
         claim("C5_vignette_ablation", "ablating the group-A latent cuts the group-A share of A-skewed vignettes "
               "(relative reduction)", a["est_vig"], ">=", 0.5, null=a["null_vig"], null_what=rand_med, trained=True),
         claim("C5_risk_gap_reduction", "relative reduction of the counterfactual risk gap by the same ablation "
