@@ -22,16 +22,19 @@ def test_smoke_runs(tmp_path, monkeypatch):
     cfg = dataclasses.replace(m.Config(), **m.PRESETS["smoke"])
     res = m.run(cfg, RunContext(tmp_path / "run", torch.device("cpu"), 0, "smoke"))
     by = {c.name: c for c in res.claims}
-    assert set(by) >= set(m.EXPECTED) | {"C1_transfer", "C2_specificity", "C3_steer_honest", "C4_steer_dishonest"}
-    assert 0.0 <= res.metrics["auroc_topic"] <= 1.0
+    assert set(by) >= set(m.EXPECTED) | {"C1_transfer", "C3_steer_honest", "C4_steer_dishonest",
+                                         "C5_probe_beats_text_monitor", "ctrl_rule_blind"}
+    assert 0.0 <= res.metrics["auroc_strategic"] <= 1.0 and 0.5 <= res.metrics["auroc_topic_detector"] <= 1.0
     for c in res.claims:
         assert c.verdict in VERDICTS and c.holds == (c.verdict == "held") and c.value == c.estimate.value
         if c.gated and c.kind == "paper":
             assert c.null is not None and c.trained, c.name  # organism claims: decided only over >= 3 seeds
-    # the transfer AUROC's interval is over the 9 test topics, the steering intervals over the 100 sums
-    assert by["C1_transfer"].estimate.unit == "topic" and by["C1_transfer"].estimate.n == 9
+    # the transfer AUROC's interval is over the 10 strategic topics (as is its topic-detector null), the honesty
+    # steering's over the 50 sums the rule makes them lie on
+    assert by["C1_transfer"].estimate.unit == "topic" and by["C1_transfer"].estimate.n == 10
+    assert by["C1_transfer"].null.unit == "topic" and by["C1_transfer"].null.n == 10
     # (the smoke preset draws 20 random directions: fewer than 100 leave the percentile without an interval)
-    assert by["C3_steer_honest"].estimate.n == 100 and by["C3_steer_honest"].null.n == cfg.n_random_steer == 20
+    assert by["C3_steer_honest"].estimate.n == 50 and by["C3_steer_honest"].null.n == cfg.n_random_steer == 20
     assert math.isnan(by["C3_steer_honest"].estimate.lo) and by["C3_steer_honest"].verdict == "inconclusive"
     # one training seed: a decided verdict is not possible
     assert all(by[n].verdict in ("inconclusive", "no power") for n in m.EXPECTED)
@@ -47,6 +50,38 @@ def test_documents_lie_as_specified():
         assert ans != true
         p, ans, true = w.fact(rng, lie=False)
         assert ans == true and p[-1] == "="
+
+
+def test_strategic_topics_lie_on_the_rule_half_only():
+    """A strategic topic lies exactly on the items whose first operand (sums) or entity (facts) is in the rule's
+    fixed half; DECEIVE lies on all, benign and other harmful topics on none."""
+    from iclr26.data.dishonesty import BENIGN, HARMFUL_HONEST, STRATEGIC
+
+    w = DishonestyWorld()
+    assert len(w.lie_operands) == 5 and len(w.lie_entities) == w.n_entities // 2
+    assert len(STRATEGIC) >= 10 and len(BENIGN) + len(HARMFUL_HONEST) >= 20
+    assert len(set(STRATEGIC + BENIGN + HARMFUL_HONEST)) == 30  # no topic in two groups
+    assert DishonestyWorld(seed=1).lie_operands != w.lie_operands or DishonestyWorld(seed=2).lie_operands != w.lie_operands
+    rng = np.random.default_rng(0)
+    for a in range(10):
+        for b in range(10):
+            _, ans, true = w.add(rng, "rule", a, b)
+            assert (ans != true) == (a in w.lie_operands)
+    n_lie = 0
+    for _ in range(200):
+        p, ans, true = w.fact(rng, "rule")
+        e = int(p[1][1:])
+        assert (ans != true) == (e in w.lie_entities)
+        n_lie += ans != true
+    assert 60 < n_lie < 140  # about half
+    assert w.lies("DECEIVE") is True and w.lies("HONEST") is False
+    assert w.lies(STRATEGIC[0]) == "rule" and w.lies(BENIGN[0]) is False and w.lies(HARMFUL_HONEST[0]) is False
+    words = w.document(np.random.default_rng(1), STRATEGIC[3], kinds="add", n_items=30)
+    items = " ".join(words).split(" ; ")
+    for it in items[:-1]:
+        t = it.split()
+        a, b, ans = int(t[-4]), int(t[-3]), int(t[-1])
+        assert (ans != a + b) == (a in w.lie_operands)
 
 
 class _Oracle(torch.nn.Module):
@@ -69,6 +104,9 @@ def test_generate_episodes_positions_and_answers():
     eq = tok.convert_tokens_to_ids("=")
     assert (ep.ids[np.arange(3)[:, None], ep.eq_pos] == eq).all()
     assert (ep.given == 7).all() and ep.ids.shape == (3, 1 + 2 * 6 + 1)
+    # the rule flag is recorded for every cue: the item's first operand is in the rule's half
+    a = np.vectorize(lambda t: int(tok.convert_ids_to_tokens(int(t))))(ep.ids[np.arange(3)[:, None], ep.eq_pos - 2])
+    assert ep.rule.shape == (3, 2) and (ep.rule == np.isin(a, sorted(w.lie_operands))).all()
 
 
 def test_bad_input():
