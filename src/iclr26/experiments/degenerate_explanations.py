@@ -55,17 +55,15 @@ HEADLINE = "C3_rej_gap"
 SEEDS = {"smoke": 1, "default": 5, "paper": 5}
 _BLIND = ("a random one-node explanation on the honest model passes the same gate (the metric cannot tell it "
           "from the honest explanation either)")
-_IDENT = "0 by construction for any SE-GNN's own explanation (its classifier reads only R); the never-planted null is 0 too"
+# Fid-, RFid- and C2_fid_minus_abs are identities (0 for any SE-GNN's own explanation: its classifier reads only
+# R) and C6 (rejection within the first K draws grows with K) too: reported, not gated, so not listed here
 EXPECTED = {
     "C1_acc_sufficient": "held",
     "C1_acc_degenerate": "held",
-    "C2_fid_minus": ("no power", "Fid- gap 0 [0, 0]: " + _IDENT),
     "C2_fid_plus": ("no power", "gap -0.057 [-0.077, -0.036] over 5 seeds; " + _BLIND + " (null gap 0)"),
-    "C2_rfid_minus": ("no power", "RFid- gap 0 [0, 0]: " + _IDENT),
-    "C2_rfid_plus": ("no power", "gap 0.026 [0.019, 0.032]; " + _BLIND + " (null gap -0.32)"),
+    "C2_rfid_plus": ("no power", "gap 0.026 [0.019, 0.032]; " + _BLIND + " (null gap -0.31)"),
     "C2_cf_fid": ("no power", "gap -0.40 [-0.42, -0.38]; " + _BLIND + " (null gap -0.31)"),
-    "C2_fid_minus_abs": ("no power", "Fid-(b) 0 [0, 0]: " + _IDENT),
-    "C2_most_fooled": ("no power", "5 of 5 fooled, and 5 of 5 null arms pass as well"),
+    "C2_most_fooled": ("no power", "3 of 3 non-identity metrics fooled, and 3 of 3 null arms pass as well"),
     "C3_rej_degenerate": "held",
     "C3_rej_gap": "held",
     "C3_rej_sufficient": "held",
@@ -355,7 +353,7 @@ def _claims(cfg: Config, metrics: dict, ev: dict, null_pg: dict, seed: int) -> l
         cl.append(claim(f"C1_acc_{name}", f"C1: the planted-{name} SE-GNN reaches >= 0.97 test accuracy",
                         _rate(p["correct"], seed=seed), ">=", 0.97, null=maj, trained=True,
                         null_what="constant majority-class predictor on the same test graphs"))  # fmt: skip
-    fooled, fooled_null = 0, 0
+    fooled, fooled_null, fooled_all = 0, 0, 0
     for key, direction, label in FIXED_METRICS:
         # how much less faithful (b) looks than (a) by this metric; <= 0.1 means "rated at least as faithful"
         def gap(a, b, d=direction):
@@ -369,19 +367,27 @@ def _claims(cfg: Config, metrics: dict, ev: dict, null_pg: dict, seed: int) -> l
         else:
             null = paired_bootstrap(pa[key], null_pg[key], lambda x, y, g=gap: g(x, y), unit="graph", seed=seed)
             what = "a random one-node explanation on the honest model in place of the degenerate one"
-        fooled += est_gap.value <= 0.1
-        fooled_null += null.value <= 0.1
-        cl.append(claim(f"C2_{key}", f"C2: {label} rates the degenerate explanations at least as faithful as the "
-                        "honest ones, up to 0.1", est_gap, "<=", 0.1, null=null, null_what=what, trained=True,
+        fooled_all += est_gap.value <= 0.1
+        ident = key in IDENTITIES
+        if not ident:  # the identities are fooled by any SE-GNN: they do not count towards C2_most_fooled
+            fooled += est_gap.value <= 0.1
+            fooled_null += null.value <= 0.1
+        cl.append(claim(f"C2_{key}", f"C2{' (identity, reported)' if ident else ''}: {label} rates the degenerate "
+                        "explanations at least as faithful as the honest ones, up to 0.1", est_gap, "<=", 0.1,
+                        null=null, null_what=what, trained=True, gated=not ident,
                         detail=f"honest {A[key]:.3f}, degenerate {B[key]:.3f}"))  # fmt: skip
-    cl.append(claim("C2_fid_minus_abs", "C2: Fid- of the degenerate model <= 0.05 (R looks sufficient)",
-                    _rate(pb["fid_minus"], seed=seed), "<=", 0.05, null=_rate(pref["fid_minus"], seed=seed),
-                    null_what=f"Fid- of {first_nat} (never planted): 0 by construction for any SE-GNN",
-                    trained=True))  # fmt: skip
-    cl.append(claim("C2_most_fooled", "C2: most (>= 3 of 5) of Fid-, Fid+, RFid-, RFid+, CF-Fid are fooled",
-                    exact(float(fooled), why="count"), ">=", 3, null=exact(float(fooled_null), why="count"),
-                    null_what="the same count for the C2 null arms (random one-node explanation; never-planted "
-                    "SE-GNN for the identities Fid-, RFid-)", trained=True))  # fmt: skip
+    # an identity too: Fid- of an SE-GNN's own explanation is 0 whatever the extractor selects
+    cl.append(claim("C2_fid_minus_abs", "C2 (identity, reported): Fid- of the degenerate model <= 0.05 (R looks "
+                    "sufficient)", _rate(pb["fid_minus"], seed=seed), "<=", 0.05,
+                    null=_rate(pref["fid_minus"], seed=seed), gated=False, trained=True,
+                    null_what=f"Fid- of {first_nat} (never planted): 0 by construction for any SE-GNN"))  # fmt: skip
+    n_inf = len(FIXED_METRICS) - len(IDENTITIES)
+    cl.append(claim("C2_most_fooled", f"C2: most (>= {n_inf // 2 + 1} of {n_inf}) of the fixed-explanation metrics "
+                    "that can fail (Fid+, RFid+, CF-Fid; the identities Fid-, RFid- left out) are fooled",
+                    exact(float(fooled), why="count"), ">=", n_inf // 2 + 1,
+                    null=exact(float(fooled_null), why="count"), trained=True,
+                    null_what="the same count for the C2 null arms (a random one-node explanation on the honest "
+                    "model)", detail=f"{fooled_all} of {len(FIXED_METRICS)} with the identities"))  # fmt: skip
     for key, direction, label in (("suff", -1, "Suff"), ("nec", +1, "Nec")):
         gap = (B[key] - A[key]) if direction < 0 else (A[key] - B[key])
         cl.append(claim(f"C2_{key}", f"C2 (not in the spec's list, reported): {label} rates the degenerate "
