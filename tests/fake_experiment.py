@@ -40,6 +40,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     fig, ax = plt.subplots()
     ax.hist(x, bins=20)
     ctx.save_figure(fig, "hist", caption="histogram of the sample")
+    ctx.note_cache("fake-model", hit=ctx.seed % 2 == 1, build_seconds=0.5)  # machine state, for env.json
     if cfg.mode == "interrupt":
         raise KeyboardInterrupt
     err = abs(x.mean() - cfg.mu)

@@ -313,6 +313,10 @@ def test_seeds_combine_claims_over_seeds(tmp_path, fake_paper):
     doc = json.loads((run_dir / "claims.json").read_text())
     assert doc["claims"][0]["estimate"]["unit"] == "seed"
     assert json.loads((run_dir / "config.json").read_text())["seeds"] == [0, 1, 2]
+    # what each seed found in the cache is the machine's state: env.json, per seed, never a metric
+    env = json.loads((run_dir / "env.json").read_text())
+    assert {s: c["fake-model"]["hit"] for s, c in env["cache"].items()} == {"0": False, "1": True, "2": False}
+    assert not any("cached" in k for k in res.metrics)
     _, par = engine.run_paper("fake-paper", preset="smoke", out=tmp_path / "par", seeds=3, workers=2, threads=1)
     assert [x.estimate for x in par.claims] == [x.estimate for x in res.claims]
 
@@ -321,5 +325,6 @@ def test_threads_flag_wins_and_is_recorded(tmp_path, fake_paper, capsys):
     assert cli.main(["run", "fake-paper", "--preset", "smoke", "--out", str(tmp_path), "--threads", "1"]) == 0
     env = json.loads(next(tmp_path.glob("fake-paper-smoke*/env.json")).read_text())
     assert env["threads"] == 1
+    assert env["cache"] == {"fake-model": {"hit": False, "build_seconds": 0.5}}
     _one_line_error(capsys, ["run", "fake-paper", "--threads", "0"], "positive integer")
     _one_line_error(capsys, ["run", "fake-paper", "--seeds", "x"], "positive integer")

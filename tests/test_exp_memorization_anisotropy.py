@@ -12,14 +12,15 @@ from iclr26.experiments import memorization_anisotropy as exp
 from iclr26.runs import RunContext
 
 
-def _run(tmp_path, preset, **over):
+def _run(tmp_path, preset, ctx=None, **over):
     cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS[preset], **over})
-    return exp.run(cfg, RunContext(tmp_path, torch.device("cpu"), 0, preset))
+    return exp.run(cfg, ctx or RunContext(tmp_path, torch.device("cpu"), 0, preset))
 
 
 def test_smoke_wires_everything_and_is_deterministic_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ICLR26_CACHE", str(tmp_path / "cache"))
-    res = _run(tmp_path / "a", "smoke", use_cache=True)
+    ctx_a = RunContext(tmp_path / "a", torch.device("cpu"), 0, "smoke")
+    res = _run(tmp_path / "a", "smoke", ctx_a, use_cache=True)
     names = {c.name: c for c in res.claims}
     paper = {"C1_combination", "C1b_S_beats_N", "C1c_low_dup", "C2a_alignment_low_noise", "C2b_norm_high_noise",
              "C3a_speed_calls"}  # fmt: skip
@@ -36,11 +37,12 @@ def test_smoke_wires_everything_and_is_deterministic_through_the_cache(tmp_path,
     assert (m["t_hi"], m["t_lo"]) == (901, 201)
     assert m["calls_S"] == 2 and m["calls_wen"] == m["wen_k_star"]
     assert m["calls_ratio_at_k_star"] == pytest.approx(m["wen_k_star"] / 2)
-    assert m["model_cached"] == 0
+    assert ctx_a.cache["ddpm"]["hit"] is False and not any("cached" in k for k in m)  # machine state: env.json
     for fig in ("score_vs_duplication", "auroc_vs_t", "n_vs_c", "timing"):
         assert (tmp_path / "a" / "figures" / f"{fig}.png").exists(), fig
-    again = _run(tmp_path / "b", "smoke", use_cache=True)
-    assert again.metrics["model_cached"] == 1
+    ctx_b = RunContext(tmp_path / "b", torch.device("cpu"), 0, "smoke")
+    again = _run(tmp_path / "b", "smoke", ctx_b, use_cache=True)
+    assert ctx_b.cache["ddpm"]["hit"] is True
     for k in ("tau_rep", "calls_S", "narrow_fpr_N", "gt_memorized"):
         assert again.metrics[k] == m[k], k
 

@@ -168,6 +168,7 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
         env["process_cpu_time_s"] = cpu
         env["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         env["missing_assets"] = list(ctx_main.missing_assets)
+        env["cache"] = ctxs[0].cache if n_seeds == 1 else {str(s): c.cache for s, c in zip(seed_list, ctxs, strict=True)}
         ctx_main.write_json("env.json", env)
         # once each: several experiments both return a note and add it to ctx (reports printed it twice)
         notes = "\n\n".join(dict.fromkeys(n.strip() for n in [results[0].notes, *ctx_main.notes] if n.strip()))

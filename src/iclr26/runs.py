@@ -58,6 +58,7 @@ class RunContext:
         self.captions: dict[str, str] = {}
         self.notes: list[str] = []
         self.missing_assets: list[dict[str, str]] = []
+        self.cache: dict[str, dict[str, Any]] = {}
 
     def save_figure(self, fig: Any, name: str, caption: str = "") -> Path:
         """Save a matplotlib figure as ``figures/<name>.png`` (atomic) and close it."""
@@ -88,6 +89,12 @@ class RunContext:
         entry = {"name": name, "install": install, "skipped": skipped}
         if entry not in self.missing_assets:  # once per asset and consequence, however often it was tried
             self.missing_assets.append(entry)
+
+    def note_cache(self, name: str, hit: bool, *, build_seconds: float | None = None) -> None:
+        """Record whether artifact ``name`` (a trained organism, a DDPM) came from the cache, and what building
+        it took. The engine writes this into ``env.json`` under ``cache``: it describes the machine's state, not
+        the result, so it stays out of ``metrics.json`` (a result must not depend on what an earlier run left)."""
+        self.cache[name] = {"hit": bool(hit)} | ({} if build_seconds is None else {"build_seconds": float(build_seconds)})
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.run_dir / name

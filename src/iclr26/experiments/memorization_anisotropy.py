@@ -301,8 +301,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     model, info = cached_ddpm("memorization-digits", mcfg, lat, data.prompt_ids, train_kwargs=train_kw,
                               use_cache=cfg.use_cache)  # fmt: skip
     model.requires_grad_(False)
-    metrics: dict[str, float] = {"n_prompts": P, "n_train_rows": float(lat.shape[0]),
-                                 "model_cached": float(info["cached"])}  # fmt: skip
+    ctx.note_cache("ddpm", info["cached"])
+    metrics: dict[str, float] = {"n_prompts": P, "n_train_rows": float(lat.shape[0])}
     sched = model.ddim_scheduler()
     t_hi, t_lo = select_timesteps(sched, cfg.inference_steps)
     metrics.update(t_hi=t_hi, t_lo=t_lo)

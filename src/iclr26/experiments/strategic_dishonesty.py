@@ -221,8 +221,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
     model, tok, info = _organism(cfg, world, seed)
     model = model.cpu().eval()
     L = list(range(cfg.layers))
-    metrics: dict[str, float] = {"organism_build_seconds": float(info["build_seconds"]),
-                                 "organism_cached": float(info["cached"])}
+    ctx.note_cache("organism", info["cached"], build_seconds=info["build_seconds"])
+    metrics: dict[str, float] = {}
 
     # ---------------------------------------------------------------- episodes and behaviour
     def eps(cues, n, kind, s):
