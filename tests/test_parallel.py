@@ -108,3 +108,28 @@ def test_apply_thread_policy_sets_and_restores(monkeypatch):
     finally:
         restore()
     assert torch.get_num_threads() == before and th.active_plan() is None
+
+
+def test_single_threaded_restores_the_thread_counts():
+    """single_threaded() pins torch (and BLAS, via threadpoolctl) to one thread inside the block only."""
+    import torch
+
+    from iclr26.core.threads import single_threaded
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_threaded():
+            assert torch.get_num_threads() == 1
+            try:
+                from threadpoolctl import threadpool_info
+            except ImportError:
+                pass
+            else:
+                assert all(p["num_threads"] == 1 for p in threadpool_info())
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), single_threaded():
+            raise RuntimeError("boom")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(prev)

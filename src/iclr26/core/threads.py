@@ -20,9 +20,11 @@ change results (every arm runs single-threaded and seeds itself), so they may fo
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,3 +206,29 @@ def apply_thread_policy(plan: ThreadPlan | Any) -> tuple[int, Callable[[], None]
         torch.set_num_threads(prev)
 
     return plan.threads, restore
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run the block with one torch intra-op thread (and one BLAS thread where ``threadpoolctl`` is installed),
+    whatever the run's thread plan; restore both after.
+
+    For experiments whose trained models change with the thread count (the reduction order of a matmul does):
+    inside this block ``--threads 1`` and ``--threads 2`` train the same model on one machine, so their verdicts
+    cannot differ for that reason. The price is that extra threads are not used there.
+    """
+    prev = torch.get_num_threads()
+    limiter = None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        pass
+    else:
+        limiter = threadpool_limits(limits=1)
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+        if limiter is not None:
+            limiter.restore_original_limits()
