@@ -21,7 +21,6 @@ change results (every arm runs single-threaded and seeds itself), so they may fo
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
 from collections.abc import Callable, Iterator
