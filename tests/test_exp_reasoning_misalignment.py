@@ -28,7 +28,9 @@ def test_smoke_runs_and_writes(tmp_path, monkeypatch):
     assert all(math.isfinite(v) for v in res.metrics.values())
     names = {c.name for c in res.claims}
     assert {"C1", "C2_flagged", "C2_ablation", "C3_spearman", "C3_partial", "C4", "C5"} <= names
-    assert not next(c for c in res.claims if c.name == "C5").gated
+    c5 = next(c for c in res.claims if c.name == "C5")  # gated since stop 34, the copy-only CoT its null arm
+    assert c5.gated and c5.trained and c5.null is not None and "copy-only" in c5.null_what
+    assert c5.null.value == pytest.approx(res.metrics["c5_dmis_P_minus_C"])
     by = {c.name: c for c in res.claims}
     for c in res.claims:
         assert c.verdict in ("held", "not held", "inconclusive", "no power")
