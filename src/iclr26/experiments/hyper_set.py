@@ -1,13 +1,15 @@
 """Hyper-SET: Designing Transformers via Hyperspherical Energy Minimization (ICLR 2026, arXiv 2502.11646) —
 reproduction.
 
-Fashion-MNIST (4,000 train / 1,000 test images, 7x7 patches -> 16 tokens + CLS): a Hyper-SET encoder (one
-shared layer, 6 recurrences) against an unshared 4-block ViT, a 1-block ViT of similar size and a naively
-looped ViT (one block applied 6 times). Measured: accuracy and parameters (C1); the energy of the Hyper-SET
-tokens at every recurrence (C2), with the step-size signs; accuracy at 9 and 12 test-time recurrences for
-Hyper-SET and the looped ViT (C3). Then 4x4 Sudoku (unique-solution puzzles, test puzzles from held-out
-solution grids): Hyper-SET against an unshared Transformer and the looped one (C4). Claims named
-``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted apart.
+Fashion-MNIST (7x7 patches -> 16 tokens + CLS): a Hyper-SET encoder (one shared layer, 6 recurrences) against
+an unshared 4-block ViT, a 1-block ViT of similar size and a naively looped ViT (one block applied 6 times),
+plus a null arm without any encoder (Hyper-SET's patch embedding and head on the mean token). Every image arm
+is trained on ``seeds`` training seeds inside one run, each with its own training and test draw; the claims
+are decided on per-seed paired differences (same test images within a seed) with a t-interval over seeds.
+Measured: accuracy (C1, parameter counts as metrics); the energy of the Hyper-SET tokens at every recurrence
+(C2), with the step-size signs; accuracy at 9 and 12 test-time recurrences for Hyper-SET and the looped ViT
+(C3). 4x4 Sudoku (C4, reported only: the spec sets no Sudoku threshold) runs in the ``paper`` preset or with
+``--set sudoku_train=N``. Claims named ``ctrl_*`` / ``sanity_*`` are controls and sanity checks, counted apart.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from iclr26.architectures.hyper_set import (
     effective_rank,
 )
 from iclr26.architectures.vit import (
+    PatchEmbed,
     TransformerForSudoku,
     ViTConfig,
     ViTForImageClassification,
     fit,
     n_params,
     predict,
+    sinusoidal_positions,
 )
 from iclr26.core import param
 from iclr26.core.errors import MissingAssetError, UserError
@@ -39,44 +43,44 @@ from iclr26.core.seed import seeded_torch
 from iclr26.data import images
 from iclr26.data.sudoku import split_grids, sudoku_puzzles
 from iclr26.runs import Result, RunContext, claim
-from iclr26.stats import bootstrap, cluster_bootstrap, exact, paired_bootstrap
+from iclr26.stats import Est, cluster_bootstrap, t_interval
 
 log = logging.getLogger(__name__)
 
 DESCRIPTION = (
-    "Fashion-MNIST (reduced, 7x7 patches): Hyper-SET (one shared energy-minimising layer, 6 recurrences,\n"
-    "step sizes zero at init) against an unshared 4-block ViT, a 1-block ViT and a looped ViT. Accuracy per\n"
-    "parameter, the energy of the tokens across recurrences, and depth extrapolation to 12 recurrences.\n"
-    "Then 4x4 Sudoku with held-out solution grids against an unshared and a looped Transformer."
+    "Fashion-MNIST (reduced, 7x7 patches), three training seeds per arm inside the run: Hyper-SET (one shared\n"
+    "energy-minimising layer, 6 recurrences, step sizes zero at init) against an unshared 4-block ViT, a 1-block\n"
+    "ViT and a looped ViT, with an encoder-free null arm. Accuracy per parameter, the energy of the tokens across\n"
+    "recurrences, and depth extrapolation to 12 recurrences. 4x4 Sudoku (reported) in the paper preset."
 )
 
 WORKLOAD = "small"  # tiny models: one intra-op thread per process, independent arms in worker processes
 
-IMAGE_ARMS = ("hyper_set", "vit4", "vit1", "looped")
+# "no_encoder": the null arm of C1 - Hyper-SET's patch embedding and head with the encoder taken out (the alpha =
+# beta = 0 identity), reading the mean token since an identity encoder leaves the CLS token blind to the image
+IMAGE_ARMS = ("hyper_set", "vit4", "vit1", "looped", "no_encoder")
 SUDOKU_ARMS = ("hyper_set", "transformer", "looped")
 
 HEADLINE = "C1_vs_vit4"
-SEEDS = {"smoke": 1, "default": 1, "paper": 3}
-_ONE_SEED = ("one training seed (the engine's rule for trained claims); the seed spread measured with --seeds 3 is "
-             "too large for one seed to decide, and three seeds do not decide it either (docs)")
+# the experiment trains Config.seeds (3) training seeds of every image arm itself: the intervals are over those
+SEEDS = {"smoke": 1, "default": 1, "paper": 1}
+_T3 = "per-seed paired differences over 1,000 test images, t-interval over 3 seeds"
 EXPECTED = {
-    "C1_vs_vit1": ("inconclusive", "Hyper-SET - ViT-1 accuracy 0.000 [-0.028, 0.028] over 1,000 test images "
-                   "straddles -0.01"),
-    "C1_vs_vit4": ("inconclusive", "Hyper-SET - ViT-4 accuracy -0.100 [-0.126, -0.072] (would be not held) on "
-                   + _ONE_SEED + "; seeds 0-2: -0.100, -0.051, -0.096, SD 0.027 > a quarter of the margin (docs)"),
-    "C2_samples_fall": ("inconclusive", "E(6) < E(0) for 0.820 [0.773, 0.867] of 256 images (would be not held) "
-                        "on " + _ONE_SEED),
-    "C2_median_steps": ("inconclusive", "the median energy does not rise at 4 of 6 recurrences, 0.667 [0.667, "
-                        "0.667] over 256 images (would be not held) on " + _ONE_SEED),
-    "C3_hyper_set_stable": ("inconclusive", "accuracy lost at 12 recurrences 0.028 [0.008, 0.050] over 1,000 test "
-                            "images straddles the 0.02 bar"),
-    "C3_looped_degrades": ("no power", "the looped ViT loses 0.057 [0.036, 0.078] at 12 loops (>= 0.02), but "
-                           "Hyper-SET loses 0.028, which passes the same 2-point gate"),
-    "C4_sudoku_board": ("inconclusive", "Hyper-SET - Transformer-4 full-board accuracy -0.446 [-0.498, -0.396] "
-                        "over 48 held-out grids (would be not held) on " + _ONE_SEED + "; seeds 0-2: -0.45, -0.77, "
-                        "-0.34 (docs)"),
+    "C1_vs_vit1": ("inconclusive", "Hyper-SET - ViT-1 accuracy 0.006 [-0.020, 0.032] (" + _T3 + "; seeds -0.006/"
+                   "+0.013/+0.011) straddles -0.01"),
+    "C1_vs_vit4": ("inconclusive", "Hyper-SET - ViT-4 accuracy -0.085 [-0.159, -0.010] (" + _T3 + "; seeds -0.111/"
+                   "-0.091/-0.052) straddles -0.03; every seed is below the bar, but 3 seeds give t = 4.3"),
+    "C1_vs_looped": ("inconclusive", "Hyper-SET - looped ViT (same size) accuracy -0.033 [-0.103, 0.037] (" + _T3
+                     + "; seeds -0.065/-0.013/-0.021) straddles -0.01"),
+    "C2_samples_fall": ("inconclusive", "E(6) < E(0) for 0.904 [0.489, 1.318] of 256 images per seed (seeds 0.71/"
+                        "1.00/1.00) straddles 0.9; the step-negated null: 0.003"),
+    "C2_median_steps": ("inconclusive", "the median energy does not rise at 0.833 [0.116, 1.550] of the 6 steps "
+                        "(seeds 0.50/1.00/1.00) straddles 0.8; null 0.000"),
+    "C3_hyper_set_stable": ("inconclusive", "accuracy lost at 12 recurrences 0.068 [-0.043, 0.180] over 3 seeds "
+                            "(0.044/0.120/0.041) straddles the 0.02 bar"),
+    "C3_looped_degrades": ("no power", "the looped ViT loses 0.052 [0.027, 0.077] over 3 seeds at 12 loops (>= "
+                           "0.02), but Hyper-SET loses 0.068, which passes the same gate"),
     "sanity_baselines_learned": "held",
-    "sanity_sudoku_learned": "held",
 }
 
 
@@ -84,7 +88,8 @@ EXPECTED = {
 class Config:
     dataset: str = param("auto", "auto (Fashion-MNIST, else sklearn digits) | fashion-mnist | digits",
                          choices=["auto", "fashion-mnist", "digits"])  # fmt: skip
-    n_train_per_class: int = param(400, "training images per class", low=2, high=6000)
+    n_train_per_class: int = param(360, "training images per class, per seed (400 before three seeds ran in the "
+                                   "default)", low=2, high=6000)  # fmt: skip
     n_test_per_class: int = param(100, "test images per class (Fashion-MNIST has 1,000; digits far fewer)",
                                   low=1, high=1000)  # fmt: skip
     patch: int = param(7, "patch side for 28x28 Fashion-MNIST (digits always use 2x2 patches of 8x8)",
@@ -98,9 +103,12 @@ class Config:
     ff_act: str = param("relu", "Hyper-SET FF activation (relu matches E_FF)", choices=["relu", "gelu"])
     attn: str = param("softmax", "Hyper-SET attention variant", choices=["softmax", "linear", "sigmoid"])
     fixed_step_arm: bool = param(False, "also train Hyper-SET with one fixed scalar step (the extended arm (e))")
+    seeds: int = param(3, "training seeds of every image arm, each with its own training and test draw (the C1-C3 "
+                       "intervals are t-intervals over these)", low=1, high=100)  # fmt: skip
     extrap_recur: list[int] = param([9, 12], "test-time recurrences beyond training for the depth check (the "
                                     "last is the C3 depth)", min_len=1, max_len=8, elem_low=1, elem_high=256)  # fmt: skip
-    epochs: int = param(8, "training epochs of every image model", low=1, high=1000)
+    epochs: int = param(5, "training epochs of every image model (8 before three seeds ran in the default)", low=1,
+                        high=1000)  # fmt: skip
     batch_size: int = param(128, "batch size", low=1, high=100_000)
     lr: float = param(1e-3, "Adam peak learning rate", low=0.0, high=1.0, low_open=True)
     min_lr: float = param(1e-5, "final learning rate of the cosine schedule", low=0.0, high=1.0)
@@ -109,7 +117,8 @@ class Config:
     label_smoothing: float = param(0.1, "label smoothing of the image classifiers", low=0.0, high=0.5)
     energy_samples: int = param(256, "fixed test images on which energies, ranks and angles are measured",
                                 low=1, high=10_000)  # fmt: skip
-    sudoku_train: int = param(2000, "4x4 Sudoku training puzzles (0 = skip the Sudoku part)", low=0,
+    sudoku_train: int = param(0, "4x4 Sudoku training puzzles (0 = skip the Sudoku part; 2000 was the old "
+                              "default's)", low=0,
                               high=1_000_000)  # fmt: skip
     sudoku_test: int = param(500, "Sudoku test puzzles (from held-out solution grids)", low=1, high=100_000)
     sudoku_test_grids: int = param(48, "of the 288 solution grids, how many only the test puzzles use", low=1,
@@ -133,13 +142,18 @@ PRESETS = {
     "smoke": {"dataset": "digits", "n_train_per_class": 10, "n_test_per_class": 5, "d": 8, "heads": 2,
               "mlp_hidden": 8, "n_recur": 2, "vit_depth": 2, "time_dim": 4, "epochs": 1, "batch_size": 64,
               "extrap_recur": [4], "energy_samples": 16, "sudoku_train": 32, "sudoku_test": 16,
-              "sudoku_epochs": 1, "sudoku_blanks": 4},
+              "sudoku_epochs": 1, "sudoku_blanks": 4, "seeds": 2},
     "default": {},
     "paper": {"n_train_per_class": 6000, "n_test_per_class": 1000, "patch": 2, "d": 512, "heads": 8,
               "mlp_hidden": 512, "n_recur": 12, "vit_depth": 12, "time_dim": 512, "epochs": 200,
-              "fixed_step_arm": True, "extrap_recur": [18, 24], "sudoku_train": 9000, "sudoku_test": 1000,
+              "fixed_step_arm": True, "extrap_recur": [18, 24], "seeds": 3, "sudoku_train": 9000, "sudoku_test": 1000,
               "sudoku_epochs": 200},
 }  # fmt: skip
+
+
+# the old default (2,000 Sudoku puzzles, one seed) spent ~30 % of its time on Sudoku and ~70 % on the image arms
+# for work units of 5.31e10 (Sudoku) and 1.10e11 (images): a Sudoku unit costs about as much as an image unit
+_SUDOKU_COST = (0.3 / 5.31e10) / (0.7 / 1.10e11)
 
 
 def plan(cfg: Config) -> dict:
@@ -148,19 +162,19 @@ def plan(cfg: Config) -> dict:
 
     needs = p.image_data(cfg.dataset)
 
-    def work(c: Config) -> tuple[float, float]:  # token-layer cost of the image models; of the Sudoku models
+    def work(c: Config) -> float:  # token-layer cost of the image models over seeds, plus the Sudoku models
         digits = c.dataset == "digits"
         tokens = 16 if digits else (28 // c.patch) ** 2
         n = min(c.n_train_per_class, 140) if digits else c.n_train_per_class
         blocks = 2 * c.n_recur * (1 + c.fixed_step_arm) + c.vit_depth + max(c.extrap_recur)
-        image = 10 * n * c.epochs * tokens * blocks * (c.d * c.mlp_hidden + c.d**2 + tokens * c.d)
+        image = c.seeds * 10 * n * c.epochs * tokens * blocks * (c.d * c.mlp_hidden + c.d**2 + tokens * c.d)
         sudoku = c.sudoku_train * c.sudoku_epochs * 16 * (2 * c.n_recur + c.vit_depth) * (c.d * c.mlp_hidden + c.d**2)
-        return image, sudoku
+        return image + _SUDOKU_COST * sudoku
 
     return {
         "needs": needs, "device": "cpu", "gpu_memory_gb": None,
-        **p.cpu_time("hyper-set", cfg, work, "images x epochs x tokens x blocks x width cost (share assumed 0.7) "
-                     "and the same for the Sudoku models (0.3)", shares=(0.7, 0.3)),
+        **p.cpu_time("hyper-set", cfg, work, "seeds x images x epochs x tokens x blocks x width cost, plus the "
+                     "Sudoku models' at the cost per unit measured in the old default (Sudoku 30 % of it)"),
         "notes": ["the experiment runs on the CPU and uses no GPU even when one is present; the paper preset's "
                   "d = 512, 2x2 patches and 200 epochs are a GPU-sized job, not practical on a CPU (spec §7 runs CIFAR "
                   "on one GPU with AMP)"],
@@ -240,6 +254,22 @@ def _dynamics(model: HyperSETForImageClassification, X: torch.Tensor, T: int, st
     return res
 
 
+class _NoEncoder(torch.nn.Module):
+    """C1's null arm: Hyper-SET's patch embedding, positions and LayerNorm + Linear head with the encoder taken out
+    (alpha = beta = 0, the identity). An identity encoder leaves the CLS token blind to the image (chance by
+    construction), so the head reads the mean token: a trained bag of patch embeddings, no token mixing at all."""
+
+    def __init__(self, d: int, side: int, patch: int):
+        super().__init__()
+        self.embed = PatchEmbed(side, patch, 1, d)
+        self.register_buffer("pos", sinusoidal_positions(self.embed.n_patches, d), persistent=False)
+        self.head_norm = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, 10)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.head(self.head_norm((self.embed(images) + self.pos).mean(1)))
+
+
 def _image_job(arm: str, common) -> dict:
     """Train one image model; score it (and, for Hyper-SET, measure its dynamics)."""
     cfg, Xtr, ytr, Xte, yte, side, patch, seed = common
@@ -257,6 +287,8 @@ def _image_job_seeded(arm: str, cfg: Config, Xtr, ytr, Xte, yte, side: int, patc
         model = ViTForImageClassification(_vit_cfg(cfg, cfg.vit_depth), **kw)
     elif arm == "vit1":
         model = ViTForImageClassification(_vit_cfg(cfg, 1), **kw)
+    elif arm == "no_encoder":
+        model = _NoEncoder(cfg.d, side, patch)
     else:
         model = ViTForImageClassification(_vit_cfg(cfg, cfg.n_recur, looped=True), **kw)
     hist = fit(model, Xtr, ytr, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
@@ -315,66 +347,95 @@ def _sudoku_job_seeded(arm: str, cfg: Config, P, Y, Pt, Yt, seed: int) -> dict:
 
 def run(cfg: Config, ctx: RunContext) -> Result:
     seed = ctx.seed
-    name, Xtr, ytr, Xte, yte, side, patch = _load(cfg, seed, ctx)
-    metrics: dict[str, float] = {"dataset_is_fashion_mnist": float(name == "fashion-mnist"),
+    # training seed k trains every image arm anew on its own training draw and scores it on its own test draw
+    # (seed + 1000 k; k = 0 is the run's seed): the per-seed differences are independent, test images paired
+    data = {}
+    for k in range(cfg.seeds):
+        sk = seed + 1000 * k
+        name, Xtr, ytr, Xte, yte, side, patch = _load(cfg, sk, ctx)
+        data[k] = (cfg, Xtr, ytr, Xte, yte, side, patch, sk)
+    metrics: dict[str, float] = {"dataset_is_fashion_mnist": float(name == "fashion-mnist"), "seeds": float(cfg.seeds),
                                  "n_train": float(len(ytr)), "n_test": float(len(yte))}  # fmt: skip
     arms = list(IMAGE_ARMS) + (["hyper_set_fixed"] if cfg.fixed_step_arm else [])
-    jobs: list[tuple[str, str]] = [("image", a) for a in arms]
+    jobs: list[tuple[str, str, int]] = [("image", a, k) for k in range(cfg.seeds) for a in arms]
     sud = None
-    if cfg.sudoku_train:
+    if cfg.sudoku_train:  # one seed: Sudoku is reported only (the spec sets no Sudoku threshold)
         tr_grids, te_grids = split_grids(cfg.sudoku_test_grids, seed)
         P, Y = sudoku_puzzles(tr_grids, cfg.sudoku_train, blanks=cfg.sudoku_blanks, seed=seed + 3)
         Pt, Yt = sudoku_puzzles(te_grids, cfg.sudoku_test, blanks=cfg.sudoku_blanks, seed=seed + 4)
         sud = (cfg, P, Y, Pt, Yt, seed)
-        jobs += [("sudoku", a) for a in SUDOKU_ARMS]
+        jobs += [("sudoku", a, 0) for a in SUDOKU_ARMS]
     # longest arms first (parallel_map hands tasks out in order)
-    order = {"hyper_set": 0, "looped": 1, "hyper_set_fixed": 2, "vit4": 3, "transformer": 4, "vit1": 5}
-    jobs.sort(key=lambda j: (order[j[1]], j[0]))
-    outs = parallel_map(_job, jobs, common=((cfg, Xtr, ytr, Xte, yte, side, patch, seed), sud), desc="arms")
-    img = {a: o for (k, a), o in zip(jobs, outs, strict=True) if k == "image"}
-    sdk = {a: o for (k, a), o in zip(jobs, outs, strict=True) if k == "sudoku"}
+    order = {"hyper_set": 0, "looped": 1, "hyper_set_fixed": 2, "vit4": 3, "transformer": 4, "vit1": 5,
+             "no_encoder": 6}  # fmt: skip
+    jobs.sort(key=lambda j: (order[j[1]], j[0], j[2]))
+    outs = parallel_map(_job, jobs, common=(data, sud), desc="arms")
+    img = [{a: o for (kind, a, k), o in zip(jobs, outs, strict=True) if kind == "image" and k == s}
+           for s in range(cfg.seeds)]  # fmt: skip
+    sdk = {a: o for (kind, a, _), o in zip(jobs, outs, strict=True) if kind == "sudoku"}
 
-    for a, o in img.items():
-        metrics[f"{a}_acc"], metrics[f"{a}_params"] = o["acc"], float(o["params"])
-        metrics[f"{a}_final_train_loss"] = o["loss"][-1]
-        for T, v in o.get("acc_at", {}).items():
-            metrics[f"{a}_acc_T{T}"] = v
-    hs = img["hyper_set"]
-    dyn, rev = hs["dyn"], hs["dyn_reversed"]
-    metrics["hyper_set_acc_zero_steps"] = hs["acc_zero_steps"]
+    def mean(f) -> float:
+        return float(np.mean([f(o) for o in img]))
+
+    for a in arms:
+        metrics[f"{a}_params"] = float(img[0][a]["params"])
+        metrics[f"{a}_acc"] = float(np.mean([o[a]["acc"] for o in img]))
+        metrics[f"{a}_acc_sd"] = float(np.std([o[a]["acc"] for o in img], ddof=1)) if cfg.seeds > 1 else 0.0
+        metrics[f"{a}_final_train_loss"] = float(np.mean([o[a]["loss"][-1] for o in img]))
+        for k, o in enumerate(img):
+            metrics[f"{a}_acc_s{k}"] = o[a]["acc"]
+        for T in img[0][a].get("acc_at", {}):
+            metrics[f"{a}_acc_T{T}"] = float(np.mean([o[a]["acc_at"][T] for o in img]))
+    # parameter counts are facts of the architecture: metrics, not claims (any weight-shared model has the saving)
+    for a in ("hyper_set", "looped", "vit1", "no_encoder"):
+        metrics[f"params_ratio_{a}_vs_vit4"] = metrics[f"{a}_params"] / metrics["vit4_params"]
+    metrics["hyper_set_acc_zero_steps"] = mean(lambda o: o["hyper_set"]["acc_zero_steps"])
+    dyn = img[0]["hyper_set"]["dyn"]  # the curves: seed 0
     for t in range(cfg.n_recur + 1):
-        for k in ("E", "E_attn", "E_ff", "E_plain", "erank", "angle"):
-            metrics[f"{k}_median_t{t}"] = float(np.median(dyn[k][t]))
-    for t, (pa, pb) in enumerate(dyn["pos_alpha_beta"]):
+        for key in ("E", "E_attn", "E_ff", "E_plain", "erank", "angle"):
+            metrics[f"{key}_median_t{t}"] = float(np.median(dyn[key][t]))
+    pab = np.mean([o["hyper_set"]["dyn"]["pos_alpha_beta"] for o in img], 0)  # [T, 2], mean over seeds
+    for t, (pa, pb) in enumerate(pab):
         metrics[f"pos_alpha_t{t}"], metrics[f"pos_beta_t{t}"] = float(pa), float(pb)
-    metrics["pos_alpha_mean"] = float(dyn["pos_alpha_beta"][:, 0].mean())
-    metrics["pos_beta_mean"] = float(dyn["pos_alpha_beta"][:, 1].mean())
-    for tag, D in (("", dyn), ("reversed_", rev)):
-        for k in ("E", "E_plain"):
-            metrics[f"{tag}{k}_frac_samples_fall"] = float((D[k][-1] < D[k][0]).mean())
-            med = np.median(D[k], axis=1)
-            metrics[f"{tag}{k}_frac_steps_median_not_rising"] = float((np.diff(med) <= 0).mean())
-    ext = hs["dyn_extrap"]
-    metrics["E_extrap_frac_samples_fall"] = float((ext["E"][-1] < ext["E"][0]).mean())
-    metrics["E_extrap_frac_steps_median_not_rising"] = float((np.diff(np.median(ext["E"], 1)) <= 0).mean())
+    metrics["pos_alpha_mean"], metrics["pos_beta_mean"] = float(pab[:, 0].mean()), float(pab[:, 1].mean())
+    for tag, which in (("", "dyn"), ("reversed_", "dyn_reversed")):
+        for key in ("E", "E_plain"):
+            for k, o in enumerate(img):
+                D = o["hyper_set"][which][key]
+                metrics[f"{tag}{key}_frac_samples_fall_s{k}"] = float((D[-1] < D[0]).mean())
+                metrics[f"{tag}{key}_frac_steps_median_not_rising_s{k}"] = float(
+                    (np.diff(np.median(D, axis=1)) <= 0).mean())
+            for m in ("frac_samples_fall", "frac_steps_median_not_rising"):
+                metrics[f"{tag}{key}_{m}"] = float(np.mean([metrics[f"{tag}{key}_{m}_s{k}"]
+                                                            for k in range(cfg.seeds)]))  # fmt: skip
+    metrics["E_extrap_frac_samples_fall"] = mean(lambda o: float((o["hyper_set"]["dyn_extrap"]["E"][-1]
+                                                                  < o["hyper_set"]["dyn_extrap"]["E"][0]).mean()))
+    metrics["E_extrap_frac_steps_median_not_rising"] = mean(
+        lambda o: float((np.diff(np.median(o["hyper_set"]["dyn_extrap"]["E"], 1)) <= 0).mean()))
     for a, o in sdk.items():
         metrics[f"sudoku_{a}_cell_acc"], metrics[f"sudoku_{a}_board_acc"] = o["cell"], o["board"]
         metrics[f"sudoku_{a}_params"] = float(o["params"])
         for T, v in o.get("board_at", {}).items():
             metrics[f"sudoku_{a}_board_acc_T{T}"] = v
+    if sdk:
+        metrics["params_ratio_sudoku_hyper_set_vs_transformer"] = (metrics["sudoku_hyper_set_params"]
+                                                                   / metrics["sudoku_transformer_params"])
+        metrics["params_ratio_sudoku_looped_vs_transformer"] = (metrics["sudoku_looped_params"]
+                                                                / metrics["sudoku_transformer_params"])
 
     grids = _solution_ids(Pt, Yt) if sdk else None
     claims, notes = _claims(cfg, metrics, img, sdk, grids, seed)
     _figures(ctx, cfg, img, sdk)
-    notes.insert(0, f"Data: {name}, {len(ytr)} train / {len(yte)} test images, {(side // patch) ** 2} patches + CLS. "
-                    "Gated energy: the update's own RMSNorm gains (attention term with the key-norm gains) and ReLU; "
-                    "E_plain: the official parameter-free analysis energy.")  # fmt: skip
+    notes.insert(0, f"Data: {name}, per seed {len(ytr)} train / {len(yte)} test images (drawn anew per seed), "
+                    f"{(side // patch) ** 2} patches + CLS; {cfg.seeds} training seeds per image arm. Gated energy: "
+                    "the update's own RMSNorm gains (attention term with the key-norm gains) and ReLU; E_plain: the "
+                    "official parameter-free analysis energy.")  # fmt: skip
     return Result(metrics=metrics, claims=claims, notes=" ".join(notes))
 
 
-def _job(job: tuple[str, str], common) -> dict:
-    kind, arm = job
-    return _image_job(arm, common[0]) if kind == "image" else _sudoku_job(arm, common[1])
+def _job(job: tuple[str, str, int], common) -> dict:
+    kind, arm, k = job
+    return _image_job(arm, common[0][k]) if kind == "image" else _sudoku_job(arm, common[1])
 
 
 def _solution_ids(Pt: torch.Tensor, Yt: torch.Tensor) -> np.ndarray:
@@ -383,85 +444,92 @@ def _solution_ids(Pt: torch.Tensor, Yt: torch.Tensor) -> np.ndarray:
     return np.unique(sol, axis=0, return_inverse=True)[1].ravel()
 
 
-def _claims(cfg: Config, m: dict, img: dict, sdk: dict, grids: np.ndarray | None, seed: int) -> tuple[list, list[str]]:
-    """Intervals: test images (classification, paired across models), energy samples, held-out solution grids
-    (Sudoku). Every accuracy / energy claim rests on one trained model per arm (``trained=True``)."""
+def _claims(cfg: Config, m: dict, img: list[dict], sdk: dict, grids: np.ndarray | None,
+            seed: int) -> tuple[list, list[str]]:  # fmt: skip
+    """Image claims (C1-C3): one value per training seed - a paired difference over that seed's test images, or
+    a share over its energy images - and a 95 % t-interval over the seeds (``unit="seed"``; decided from 3 seeds).
+    Sudoku (C4, one seed, reported): a bootstrap over held-out solution grids."""
     cl, notes = [], []
-    hs, lp = img["hyper_set"], img["looped"]
-    c = {a: o["correct"] for a, o in img.items()}
-    looped = "the naively looped ViT (one shared block, no energy design) in Hyper-SET's place"
+    S = len(img)
+
+    def over_seeds(f) -> Est:
+        return t_interval(np.array([f(o) for o in img], dtype=np.float64), unit="seed")
+
+    def per_seed(f) -> str:
+        return "/".join(f"{f(o):+.3f}" for o in img)
+
+    def gap(a: str, b: str):
+        return lambda o: float(np.mean(o[a]["correct"] - o[b]["correct"]))  # paired over the seed's test images
+
+    null_what = ("the encoder-free model (Hyper-SET's patch embedding and head on the mean token, no attention, FF "
+                 "or recurrence) in Hyper-SET's place")  # fmt: skip
     for base, bar, what in (("vit1", -0.01, "the similar-size 1-block ViT's - 1 point"),
-                            ("vit4", -0.03, f"the unshared {cfg.vit_depth}-block ViT's - 3 points")):
-        cl.append(claim(f"C1_vs_{base}", f"C1: Hyper-SET accuracy >= {what}",
-                        paired_bootstrap(c["hyper_set"], c[base], unit="image", seed=seed), ">=", bar,
-                        null=paired_bootstrap(c["looped"], c[base], unit="image", seed=seed), null_what=looped,
-                        trained=True, detail=f"{m['hyper_set_acc']:.3f} vs {m[f'{base}_acc']:.3f}; looped "
-                        f"{m['looped_acc']:.3f}"))  # fmt: skip
-    # parameter counts are a fact of the architecture, not a finding: reported beside the claims, never gated (the
-    # naively looped ViT shares one block too, so a gate on the ratio could not tell the designs apart)
-    ratio_lp = m["looped_params"] / m["vit4_params"]
-    cl.append(claim("C1_params", f"C1 (reported fact): Hyper-SET has <= 0.5x the parameters of the "
-                    f"{cfg.vit_depth}-block ViT", exact(m["hyper_set_params"] / m["vit4_params"]), "<=", 0.5,
-                    gated=False, detail=f"{m['hyper_set_params']:.0f} vs {m['vit4_params']:.0f}; looped "
-                    f"{m['looped_params']:.0f} ({ratio_lp:.3f}x)"))  # fmt: skip
-    dyn, rev = hs["dyn"], hs["dyn_reversed"]
+                            ("vit4", -0.03, f"the unshared {cfg.vit_depth}-block ViT's - 3 points"),
+                            ("looped", -0.01, f"the same-size looped ViT's ({cfg.n_recur} loops of one block) - 1 "
+                                              "point")):  # fmt: skip
+        cl.append(claim(f"C1_vs_{base}", f"C1: Hyper-SET accuracy >= {what} (per-seed paired difference, "
+                        f"t-interval over {S} seeds)", over_seeds(gap("hyper_set", base)), ">=", bar,
+                        null=over_seeds(gap("no_encoder", base)), null_what=null_what, trained=True,
+                        detail=f"per seed {per_seed(gap('hyper_set', base))}; accuracy {m['hyper_set_acc']:.3f} vs "
+                        f"{m[f'{base}_acc']:.3f}, encoder-free {m['no_encoder_acc']:.3f}; parameters "
+                        f"{m['hyper_set_params']:.0f} vs {m[f'{base}_params']:.0f}"))  # fmt: skip
     reversed_what = "the same trained Hyper-SET with every alpha, beta negated (ascending steps)"
 
-    def fall(D: dict) -> np.ndarray:
-        return (D["E"][-1] < D["E"][0]).astype(np.float64)
+    def fall(which: str):
+        return lambda o: float((o["hyper_set"][which]["E"][-1] < o["hyper_set"][which]["E"][0]).mean())
 
-    def median_steps(D: dict):
-        return lambda i: float((np.diff(np.median(D["E"][:, i], axis=1)) <= 0).mean())
+    def median_steps(which: str):
+        return lambda o: float((np.diff(np.median(o["hyper_set"][which]["E"], axis=1)) <= 0).mean())
 
-    samples = np.arange(dyn["E"].shape[1])
-    cl.append(claim("C2_samples_fall", "C2: the energy E(T) < E(0) for >= 90% of test samples",
-                    bootstrap(fall(dyn), unit="image", seed=seed), ">=", 0.9,
-                    null=bootstrap(fall(rev), unit="image", seed=seed), null_what=reversed_what, trained=True,
-                    detail=f"parameter-free energy: {m['E_plain_frac_samples_fall']:.2f}"))  # fmt: skip
-    cl.append(claim("C2_median_steps", "C2: the median energy does not rise at >= 80% of the recurrences",
-                    cluster_bootstrap(median_steps(dyn), samples, unit="image", seed=seed), ">=", 0.8,
-                    null=cluster_bootstrap(median_steps(rev), samples, unit="image", seed=seed),
-                    null_what=reversed_what, trained=True,
-                    detail=f"parameter-free energy: {m['E_plain_frac_steps_median_not_rising']:.2f}"))  # fmt: skip
+    cl.append(claim("C2_samples_fall", f"C2: the energy E(T) < E(0) for >= 90% of test samples (share per seed, "
+                    f"t-interval over {S} seeds)", over_seeds(fall("dyn")), ">=", 0.9,
+                    null=over_seeds(fall("dyn_reversed")), null_what=reversed_what, trained=True,
+                    detail=f"per seed {per_seed(fall('dyn'))}; parameter-free energy: "
+                    f"{m['E_plain_frac_samples_fall']:.2f}"))  # fmt: skip
+    cl.append(claim("C2_median_steps", "C2: the median energy does not rise at >= 80% of the recurrences (per "
+                    f"seed, t-interval over {S} seeds)", over_seeds(median_steps("dyn")), ">=", 0.8,
+                    null=over_seeds(median_steps("dyn_reversed")), null_what=reversed_what, trained=True,
+                    detail=f"per seed {per_seed(median_steps('dyn'))}; parameter-free energy: "
+                    f"{m['E_plain_frac_steps_median_not_rising']:.2f}"))  # fmt: skip
     cl.append(claim("C2_alpha_positive", "C2 (reported): alpha is mostly positive (a mostly negative alpha means "
                     "the attention step ascends the energy)", m["pos_alpha_mean"], ">=", 0.5, gated=False,
-                    detail=f"share of beta > 0: {m['pos_beta_mean']:.2f}"))  # fmt: skip
+                    detail=f"share of beta > 0: {m['pos_beta_mean']:.2f}; mean over seeds"))  # fmt: skip
     if m["pos_alpha_mean"] < 0.5:
         notes.append(f"Flag: only {m['pos_alpha_mean']:.0%} of the learned alpha entries are positive, so the "
                      "attention sub-step mostly ascends E_ATTN.")  # fmt: skip
     Tx, T = max(cfg.extrap_recur), cfg.n_recur
-    drop_hs = paired_bootstrap(hs["correct_at"][T], hs["correct_at"][Tx], unit="image", seed=seed)
-    drop_lp = paired_bootstrap(lp["correct_at"][T], lp["correct_at"][Tx], unit="image", seed=seed)
+
+    def drop(arm: str):
+        return lambda o: float(np.mean(o[arm]["correct_at"][T] - o[arm]["correct_at"][Tx]))
+
     cl.append(claim("C3_hyper_set_stable", f"C3: Hyper-SET at {Tx} test-time recurrences loses <= 2 points against "
-                    f"its training depth {T}", drop_hs, "<=", 0.02, null=drop_lp,
-                    null_what=f"the looped ViT's loss at {Tx} loops", trained=True,
-                    detail=f"{m[f'hyper_set_acc_T{T}']:.3f} -> {m[f'hyper_set_acc_T{Tx}']:.3f}"))  # fmt: skip
+                    f"its training depth {T} (per seed, t-interval over {S} seeds)", over_seeds(drop("hyper_set")),
+                    "<=", 0.02, null=over_seeds(drop("looped")), null_what=f"the looped ViT's loss at {Tx} loops",
+                    trained=True, detail=f"per seed {per_seed(drop('hyper_set'))}; {m[f'hyper_set_acc_T{T}']:.3f} "
+                    f"-> {m[f'hyper_set_acc_T{Tx}']:.3f}"))  # fmt: skip
     cl.append(claim("C3_looped_degrades", f"C3: the looped ViT at {Tx} loops loses >= 2 points against its "
-                    f"training depth {T}", drop_lp, ">=", 0.02, null=drop_hs,
+                    f"training depth {T} (per seed, t-interval over {S} seeds)", over_seeds(drop("looped")), ">=",
+                    0.02, null=over_seeds(drop("hyper_set")),
                     null_what=f"Hyper-SET's loss at {Tx} recurrences (if it loses as much, the degradation does not "
-                    "tell the two apart)", trained=True,
-                    detail=f"{m[f'looped_acc_T{T}']:.3f} -> {m[f'looped_acc_T{Tx}']:.3f}"))  # fmt: skip
+                    "tell the two apart)", trained=True, detail=f"per seed {per_seed(drop('looped'))}; "
+                    f"{m[f'looped_acc_T{T}']:.3f} -> {m[f'looped_acc_T{Tx}']:.3f}"))  # fmt: skip
     cl.append(claim("C3_energy_keeps_falling", f"C3 (reported): past training depth, the median energy does not "
                     f"rise at >= 80% of all {Tx} recurrences", m["E_extrap_frac_steps_median_not_rising"], ">=", 0.8,
-                    gated=False))  # fmt: skip
+                    gated=False, detail="mean over seeds"))  # fmt: skip
     if sdk:
         hb, tb = m["sudoku_hyper_set_board_acc"], m["sudoku_transformer_board_acc"]
         board = {a: o["board_per"] for a, o in sdk.items()}
 
-        def gap(arm: str):
+        def sgap(arm: str):
             return lambda i: float(board[arm][i].mean() - board["transformer"][i].mean())
 
         tf = f"the unshared {cfg.vit_depth}-block Transformer"
-        loop_t = "the looped Transformer (one shared block, no energy design) in Hyper-SET's place"
-        # the paper's direction (PALM 9x9: 54.8 % against 49.1 %); the spec sets no Sudoku margin, so none is allowed
-        cl.append(claim("C4_sudoku_board", f"C4: on 4x4 Sudoku Hyper-SET's full-board accuracy >= {tf}'s",
-                        cluster_bootstrap(gap("hyper_set"), grids, unit="grid", seed=seed), ">=", 0.0,
-                        null=cluster_bootstrap(gap("looped"), grids, unit="grid", seed=seed), null_what=loop_t,
-                        trained=True, detail=f"{hb:.3f} vs {tb:.3f}; looped {m['sudoku_looped_board_acc']:.3f}"))  # fmt: skip
-        ratio_lt = m["sudoku_looped_params"] / m["sudoku_transformer_params"]
-        cl.append(claim("C4_sudoku_params", "C4 (reported fact): with <= 0.5x the Transformer's parameters",
-                        exact(m["sudoku_hyper_set_params"] / m["sudoku_transformer_params"]), "<=", 0.5, gated=False,
-                        detail=f"looped Transformer {ratio_lt:.3f}x"))  # fmt: skip
+        # reported only: the spec sets no Sudoku margin (the paper's direction, PALM 9x9: 54.8 % against 49.1 %)
+        cl.append(claim("C4_sudoku_board", f"C4 (reported, one seed): on 4x4 Sudoku Hyper-SET's full-board accuracy "
+                        f">= {tf}'s", cluster_bootstrap(sgap("hyper_set"), grids, unit="grid", seed=seed), ">=", 0.0,
+                        gated=False, trained=True, detail=f"{hb:.3f} vs {tb:.3f}; looped "
+                        f"{m['sudoku_looped_board_acc']:.3f}; parameters "
+                        f"{m['params_ratio_sudoku_hyper_set_vs_transformer']:.3f}x the Transformer's"))  # fmt: skip
         cell = sdk["transformer"]["cell_per"]
         cl.append(claim("sanity_sudoku_learned", "sanity: the Sudoku Transformer baseline learned the task "
                         "(blank-cell accuracy >= 0.5; chance 0.25)",
@@ -472,23 +540,36 @@ def _claims(cfg: Config, m: dict, img: dict, sdk: dict, grids: np.ndarray | None
                         f">= at {T} - 2 points", m[sT] - m[f"sudoku_hyper_set_board_acc_T{T}"], ">=", -0.02,
                         gated=False, detail=f"looped: {m[f'sudoku_looped_board_acc_T{T}']:.3f} -> "
                         f"{m[f'sudoku_looped_board_acc_T{Tx}']:.3f}"))  # fmt: skip
-    # ---- sanity (the energy control is C2's null arm; alpha = beta = 0 is the identity, chance by construction)
-    worst = np.stack([c["vit4"], c["vit1"], c["looped"]])
-    cl.append(claim("sanity_baselines_learned", "sanity: every image baseline learned (accuracy >= 0.6)",
-                    cluster_bootstrap(lambda i: float(worst[:, i].mean(1).min()), np.arange(worst.shape[1]),
-                                      unit="image", seed=seed), ">=", 0.6,
-                    why="precondition on this run's baselines: an unlearned baseline makes C1 empty"))  # fmt: skip
+    # ---- sanity: every baseline learned on every seed (the worst seed x baseline accuracy). Resampled: test-image
+    # positions, each taking its row in every seed (the seeds' test draws are independent, so this is a bootstrap
+    # within each seed)
+    base = ("vit4", "vit1", "looped")
+    C = np.concatenate([np.stack([o[b]["correct"] for b in base]) for o in img], 1)  # [baselines, seeds x images]
+    n_te = len(img[0]["vit4"]["correct"])
+    sid, pos = np.repeat(np.arange(S), n_te), np.tile(np.arange(n_te), S)
+
+    def worst(i: np.ndarray) -> float:
+        return float(min(C[:, i[sid[i] == k]].mean(1).min() for k in range(S)))
+
+    cl.append(claim("sanity_baselines_learned", "sanity: every image baseline learned on every seed (accuracy >= "
+                    "0.6)", cluster_bootstrap(worst, pos, unit="image", seed=seed), ">=", 0.6,
+                    why="precondition on this run's baselines: an unlearned baseline makes C1 empty"))
     return cl, notes
 
 
-def _figures(ctx: RunContext, cfg: Config, img: dict, sdk: dict) -> None:
+def _figures(ctx: RunContext, cfg: Config, per_seed: list[dict], sdk: dict) -> None:
+    """Accuracies: means over the training seeds; energy, rank and angle curves: seed 0."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = {"hyper_set": "Hyper-SET", "vit4": f"ViT-{cfg.vit_depth}", "vit1": "ViT-1", "looped": "Looped ViT",
-              "hyper_set_fixed": "Hyper-SET (fixed step)", "transformer": f"Transformer-{cfg.vit_depth}"}  # fmt: skip
+              "hyper_set_fixed": "Hyper-SET (fixed step)", "transformer": f"Transformer-{cfg.vit_depth}",
+              "no_encoder": "no encoder (null)"}  # fmt: skip
+    img = {a: {"params": o["params"], "acc": float(np.mean([s[a]["acc"] for s in per_seed])),
+               "acc_at": {T: float(np.mean([s[a]["acc_at"][T] for s in per_seed])) for T in o.get("acc_at", {})},
+               "dyn_extrap": o.get("dyn_extrap")} for a, o in per_seed[0].items()}  # fmt: skip
     fig, axes = plt.subplots(1, 2 if sdk else 1, figsize=(10 if sdk else 5, 3.6), squeeze=False)
     for ax, (res, key, title) in zip(axes[0], ((img, "acc", "image classification"), (sdk, "board", "4x4 Sudoku")),
                                      strict=False):  # fmt: skip
@@ -499,7 +580,7 @@ def _figures(ctx: RunContext, cfg: Config, img: dict, sdk: dict) -> None:
         ax.set_xlabel("parameters")
         ax.set_ylabel("test accuracy" if key == "acc" else "full-board accuracy")
         ax.set_title(title, fontsize=9)
-    ctx.save_figure(fig, "accuracy_vs_params", "Test accuracy against parameter count.")
+    ctx.save_figure(fig, "accuracy_vs_params", "Test accuracy (mean over training seeds) against parameter count.")
 
     dyn = img["hyper_set"]["dyn_extrap"]
     Tn = dyn["E"].shape[0]
@@ -511,8 +592,8 @@ def _figures(ctx: RunContext, cfg: Config, img: dict, sdk: dict) -> None:
         ax.axvline(cfg.n_recur, color="0.5", ls="--", lw=0.8)
         ax.set_xlabel("recurrence t")
         ax.set_title(lab, fontsize=9)
-    ctx.save_figure(fig, "energy_vs_recurrence", "Per-sample energy (update's norms) across recurrences: median "
-                    "and interquartile range; dashed line = training depth.")  # fmt: skip
+    ctx.save_figure(fig, "energy_vs_recurrence", "Per-sample energy (update's norms) across recurrences, seed 0: "
+                    "median and interquartile range; dashed line = training depth.")  # fmt: skip
 
     fig, axes = plt.subplots(1, 2 if sdk else 1, figsize=(10 if sdk else 5, 3.4), squeeze=False)
     for a in ("hyper_set", "looped", "hyper_set_fixed"):
