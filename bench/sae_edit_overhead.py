@@ -3,7 +3,10 @@
 One run, side by side, on the same model and SAE (P10's steering rule f_j += k·ref with the error term kept):
 
 1. plain greedy ``generate`` (KV cache on);
-2. the same inside ``iclr26.interp.sae_edit(model, sae, add_scaled(j, k, ref))`` at ``layers.{L}.resid_post``;
+2. the same inside ``iclr26.interp.sae_edit(model, sae, add_scaled(j, k, ref))`` at ``layers.{L}.resid_post``
+   (with the reference held at a number the latent shift is constant, so sae_edit adds k·ref·W_dec[j] without
+   encoding); 2b. the same edit passed as a plain callable, which takes the general path (encode, edit, decode the
+   difference) that data-dependent edits use;
 3. a plain PyTorch forward hook on the decoder layer that computes the same edit by hand from the SAE's weights
    (TopK: pre = (x − b_dec)·W_enc + b_enc, ReLU, keep the top k; x' = x + (f' − f)·W_dec) — the baseline an
    nnsight / SAELens ``HookedSAETransformer`` user writes (SAELens' transformer needs a TransformerLens model, which
@@ -104,6 +107,11 @@ def main() -> int:
         with sae_edit(model, sae, add_scaled(j, kk, ref=ref), site=site):
             return model.generate(ids, **gen)
 
+    def ours_encoded():  # the same edit as a plain callable: sae_edit encodes, edits and decodes the difference
+        edit = add_scaled(j, k, ref=ref)
+        with sae_edit(model, sae, lambda f: edit(f), site=site):
+            return model.generate(ids, **gen)
+
     def hand():
         hd = layer.register_forward_hook(_hand_hook(sae, j, k * ref))
         try:
@@ -111,7 +119,8 @@ def main() -> int:
         finally:
             hd.remove()
 
-    fns = {"plain generate": plain, "iclr26 sae_edit": ours, "plain hook (hand-written SAE edit)": hand}
+    fns = {"plain generate": plain, "iclr26 sae_edit": ours, "iclr26 sae_edit, general (encoding) path": ours_encoded,
+           "plain hook (hand-written SAE edit)": hand}
     times: dict[str, list[float]] = {n: [] for n in fns}
     outs = {}
     with torch.no_grad():
@@ -146,6 +155,8 @@ def main() -> int:
                      f"{float((lo - lh).abs().max()):.2e}")
         if n == "iclr26 sae_edit":
             note += f"; steered tokens differ from plain: {changed}; identity edit (k=0) = plain tokens: {ident}"
+        if n.startswith("iclr26 sae_edit, general"):
+            note += f"; same tokens as sae_edit: {torch.equal(outs[n], outs['iclr26 sae_edit'])}"
         print(f"| {n} | {med:.3f} | {note} |")
     return 0 if same and ident else 1
 

@@ -71,6 +71,8 @@ def test_identity_edit_is_bit_exact_and_hooks_go(model):
         assert torch.equal(_logits(model, ids), base)
     with sae_edit(model, sae, scale([0, 1, 2], 1.0)):
         assert torch.equal(_logits(model, ids), base)
+    with sae_edit(model, sae, add_scaled([0, 3], 0.0, ref=2.0)):  # the constant-shift path, zero shift
+        assert torch.equal(_logits(model, ids), base)
     with sae_edit(model, sae, zero(list(range(N)))):  # a real edit changes them
         assert not torch.equal(_logits(model, ids), base)
     assert_no_hooks(model)
@@ -95,7 +97,8 @@ def test_edit_keeps_the_error_term_exactly(model):
     torch.testing.assert_close(got[:, [1, 4]], want[:, [1, 4]], rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("edit", [add_scaled([5, 5, 2], 1.5, ref="max"), zero([0, 9]), clamp(4, 3.0), "custom"])
+@pytest.mark.parametrize("edit", [add_scaled([5, 5, 2], 1.5, ref="max"), add_scaled([5, 5, 2], 1.5, ref=0.7),
+                                  zero([0, 9]), clamp(4, 3.0), "custom"])
 def test_sparse_difference_matches_two_decodes(model, edit):
     """The write-back is computed over the edited rows of W_dec only; it must equal dec(edit(f)) − dec(f) written
     out in full, with a repeated index counted once and with SAELens-style input scaling."""

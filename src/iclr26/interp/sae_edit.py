@@ -13,7 +13,9 @@ For an SAE the input and output sites are the same; for a transcoder the latents
 
 Edit functions map latents ``[B, T, n]`` to edited latents of the same shape:
 ``zero(idx)``, ``scale(idx, factor)``, ``clamp(idx, value)`` and ``add_scaled(idx, k, ref)`` (f_j += k·ref, with
-``ref`` ``"max"`` = the largest latent of the current forward, ``"latent_max"``, or a number).
+``ref`` ``"max"`` = the largest latent of the current forward, ``"latent_max"``, or a number). With a numeric
+``ref`` the latents change by a constant, so the write-back is the constant ``k·ref·Σ_j W_dec[j]`` and the
+dictionary is not even run (same result up to float rounding, at the cost of a vector add).
 Positions follow :mod:`iclr26.interp.interventions` (``"all"``, ``"prompt"``, ``"generated"``, a mask or indices);
 latents at other positions are left as they are, so the write-back there is exactly zero.
 """
@@ -48,11 +50,15 @@ def _latent_index(idx: int | Sequence[int], n: int | None = None) -> torch.Tenso
 class _Edit:
     """An edit function that knows its latent indices (checked against the dictionary at install time)."""
 
-    def __init__(self, idx: int | Sequence[int], fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], desc: str):
+    def __init__(self, idx: int | Sequence[int], fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], desc: str,
+                 shift: float | None = None):
         self.idx = _latent_index(idx)
         self.cols = torch.unique(self.idx)  # the only latents the edit can change (a repeated index counts once)
         self._fn = fn
         self.desc = desc
+        # the edit adds this same number to each of ``cols`` whatever f is (add_scaled with a numeric ref): then
+        # dec(edit(f)) - dec(f) = shift * sum_j W_dec[j] for every input, and sae_edit need not encode at all
+        self.shift = shift
 
     def __call__(self, f: torch.Tensor) -> torch.Tensor:
         return self._fn(f, self.idx.to(f.device))
@@ -123,7 +129,16 @@ def add_scaled(idx: int | Sequence[int], k: float, ref: float | str = "max") -> 
         f[..., i] = f[..., i] + k * r
         return f
 
-    return _Edit(idx, fn, f"add_scaled({idx}, {k}, ref={ref})")
+    return _Edit(idx, fn, f"add_scaled({idx}, {k}, ref={ref})", shift=None if isinstance(ref, str) else k * float(ref))
+
+
+def _constant_difference(sae: SparseDictionary, edit_fn: _Edit) -> torch.Tensor:
+    """``dec(edit(f)) − dec(f)`` for an edit that adds ``edit_fn.shift`` to its latents whatever ``f`` is: the
+    vector ``shift · Σ_j W_dec[j] / input_scale`` ``[d_out]``, the same for every position and input, so no
+    encoding is needed (equal to the encoded path up to float rounding; exactly zero for a zero shift)."""
+    W = sae.W_dec
+    out = edit_fn.shift * W[edit_fn.cols.to(W.device)].sum(0)
+    return out / sae.input_scale if sae.input_scale != 1.0 else out
 
 
 def _decoded_difference(sae: SparseDictionary, f: torch.Tensor, f2: torch.Tensor, edit_fn: EditFn) -> torch.Tensor:
@@ -182,6 +197,9 @@ def sae_edit(
             raise UserError(f"{where}: activation width {x.shape[-1]} does not match the dictionary ({want})")
 
     def delta(x_in: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        if isinstance(edit_fn, _Edit) and edit_fn.shift is not None:  # a constant latent shift: no encoding needed
+            d = _constant_difference(sae, edit_fn).to(like.dtype).expand_as(like)  # one [d_out] row, a view
+            return _where(tracker.select(like.shape[1], pos, like.device), d, torch.zeros_like(d))
         f = sae.encode(x_in)
         f2 = edit_fn(f)
         if f2.shape != f.shape:
