@@ -15,6 +15,7 @@ from iclr26.lm.chat_structure import (
     pad_left,
     render_rma,
     rma_example,
+    rma_examples,
 )  # fmt: skip
 from iclr26.lm.organism import WordTokenizer, tiny_lm
 from iclr26.lm.train import add_chat_template
@@ -83,6 +84,26 @@ def test_loss_mask_follows_swapped_span():
     toks = tok.convert_ids_to_tokens(ex["input_ids"])
     assert toks == ["<A>", "a", "b", "<EOT>", "<U>", "b", "a", "<EOT>"]
     assert ex["loss_mask"] == [0, 0, 0, 0, 0, 1, 1, 1]
+
+
+def test_rma_examples_batch_equals_row_by_row():
+    """The batched helper (one tokenizer call) against a row-by-row oracle: a tokenizer call per prompt, the
+    target's tokens marked from the first character after the prompt."""
+    tok = _tok()
+    settings = ["text", "text_swap", "img_in", "img_end_swap", "img_out"]
+    prompts = [render_rma(tok, q, s) for q, s in zip(["a b", "b", "a a b", "b a", "a"], settings, strict=True)]
+    targets = ["b a <EOT>", "b <EOT>", "b a a <EOT>", "a b <EOT>", "a <EOT>"]
+    got = rma_examples(tok, prompts, targets)
+    for p, t, g in zip(prompts, targets, got, strict=True):
+        enc = tok(p.text + " " + t, add_special_tokens=False, return_offsets_mapping=True)
+        assert g["input_ids"] == enc["input_ids"]
+        assert g["loss_mask"] == [int(s >= len(p.text)) for s, _ in enc["offset_mapping"]]
+        assert g == rma_example(tok, p, t)
+    assert rma_examples(tok, [], []) == []
+    with pytest.raises(UserError, match="one target per prompt"):
+        rma_examples(tok, prompts, targets[:2])
+    with pytest.raises(UserError, match="non-empty"):
+        rma_examples(tok, prompts[:1], [" "])
 
 
 def test_pad_left_and_last_token_states_match_unpadded():

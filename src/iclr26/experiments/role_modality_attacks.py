@@ -32,7 +32,7 @@ from iclr26.lm.chat_structure import (
     last_token_logits,
     last_token_states,
     render_rma,
-    rma_example,
+    rma_examples,
 )  # fmt: skip
 from iclr26.lm.train import Stage, add_chat_template, cached_organism, train_lm, train_organism
 from iclr26.runs import Result, RunContext, claim
@@ -133,11 +133,17 @@ def plan(cfg: Config) -> dict:
 
 
 # ---------------------------------------------------------------------- corpus
+def _pick(rng, seq):
+    """``str(rng.choice(seq))`` for a list of strings, drawing the same number from the stream (``choice`` with
+    replacement is ``integers(0, len)``), without converting the list to an array on every draw."""
+    return seq[int(rng.integers(0, len(seq)))]
+
+
 def _query(rng, harmful: bool) -> list[str]:
     n = int(rng.integers(3, 6))
-    words = list(rng.choice(BEN, size=n))
+    words = [BEN[i] for i in rng.integers(0, len(BEN), size=n)]  # = list(rng.choice(BEN, size=n))
     if harmful:
-        words[int(rng.integers(n))] = str(rng.choice(HARM))
+        words[int(rng.integers(n))] = _pick(rng, HARM)
     return words
 
 
@@ -154,18 +160,18 @@ def _sampler(tok, stage: str, held_out: str | None = None):
     adv_pool = [s for s in ALL_SETTINGS if s != held_out]
 
     def sample(rng, batch):
-        rows = []
+        prompts, targets = [], []
         for _ in range(batch):
             harmful = bool(rng.random() < 0.5)
             q = _query(rng, harmful and stage != "base")
-            img = str(rng.choice(["<IMG_h>", "<IMG_b>"]))
-            filler = str(rng.choice(TRAIN_FILLERS))
+            img = _pick(rng, ["<IMG_h>", "<IMG_b>"])
+            filler = _pick(rng, TRAIN_FILLERS)
             if stage == "base":
                 q = _query(rng, harmful)
-                setting, target = str(rng.choice(ALL_SETTINGS)), _answer(q)
+                setting, target = _pick(rng, ALL_SETTINGS), _answer(q)
             elif stage == "align":
                 if rng.random() < 0.5:  # canonical layout, alone or behind a training filler; harmful -> sorry
-                    setting = str(rng.choice(["text", "img_in", NULL]))
+                    setting = _pick(rng, ["text", "img_in", NULL])
                     if setting == "img_in" and harmful and rng.random() < 0.3:
                         q, img = _query(rng, False), "<IMG_h>"
                     elif setting == "img_in" and not harmful:
@@ -173,13 +179,15 @@ def _sampler(tok, stage: str, held_out: str | None = None):
                     bad = harmful or (setting == "img_in" and img == "<IMG_h>")
                     target = "sorry <EOT>" if bad else _answer(q)
                 else:  # benign replay in the attack layouts
-                    q, img, setting = _query(rng, False), "<IMG_b>", str(rng.choice(replay))
+                    q, img, setting = _query(rng, False), "<IMG_b>", _pick(rng, replay)
                     target = _answer(q)
             else:  # adv: random settings except the held-out one; canon: canonical only
-                setting = str(rng.choice(adv_pool if stage == "adv" else ["text", "img_in"]))
+                setting = _pick(rng, adv_pool if stage == "adv" else ["text", "img_in"])
                 img = "<IMG_b>"
                 target = "sorry <EOT>" if harmful else _answer(q)
-            rows.append(rma_example(tok, _prompt(tok, q, setting, img, filler), target))
+            prompts.append(_prompt(tok, q, setting, img, filler))
+            targets.append(target)
+        rows = rma_examples(tok, prompts, targets)  # one tokenizer call per batch
         T = max(len(r["input_ids"]) for r in rows)
         ids = [r["input_ids"] + [0] * (T - len(r["input_ids"])) for r in rows]
         lm = [r["loss_mask"] + [0] * (T - len(r["loss_mask"])) for r in rows]

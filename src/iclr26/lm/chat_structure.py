@@ -201,17 +201,33 @@ def rma_example(tokenizer: Any, prompt: RMAPrompt | str, target: str) -> dict[st
     After a role swap the prompt ends with the *user* marker, so the masked span is the swapped assistant span; a
     mask keyed on the literal assistant marker would train on the query instead.
     """
-    text = prompt.text if isinstance(prompt, RMAPrompt) else prompt
-    if not isinstance(target, str) or not target.strip():
-        raise UserError("rma_example: target must be a non-empty string")
-    sep = "" if text.endswith((" ", "\n")) else " "
-    full = text + sep + target
-    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
-    cut = len(text)
-    mask = [int(s >= cut) for s, _ in enc["offset_mapping"]]
-    if not any(mask):
-        raise UserError("rma_example: the target produced no tokens")
-    return {"input_ids": list(enc["input_ids"]), "loss_mask": mask}
+    return rma_examples(tokenizer, [prompt], [target])[0]
+
+
+def rma_examples(tokenizer: Any, prompts: Sequence[RMAPrompt | str], targets: Sequence[str]) -> list[dict[str, list[int]]]:
+    """:func:`rma_example` for a batch: one tokenizer call for all rows (the same ids and masks as row by row; a
+    call per row was a fifth of an organism's training step)."""
+    if len(prompts) != len(targets):
+        raise UserError(f"rma_examples: {len(prompts)} prompts but {len(targets)} targets; give one target per prompt")
+    texts, fulls = [], []
+    for prompt, target in zip(prompts, targets, strict=True):
+        text = prompt.text if isinstance(prompt, RMAPrompt) else prompt
+        if not isinstance(target, str) or not target.strip():
+            raise UserError("rma_example: target must be a non-empty string")
+        sep = "" if text.endswith((" ", "\n")) else " "
+        texts.append(text)
+        fulls.append(text + sep + target)
+    if not fulls:
+        return []
+    enc = tokenizer(fulls, add_special_tokens=False, return_offsets_mapping=True)
+    rows = []
+    for text, ids, offsets in zip(texts, enc["input_ids"], enc["offset_mapping"], strict=True):
+        cut = len(text)
+        mask = [int(s >= cut) for s, _ in offsets]
+        if not any(mask):
+            raise UserError("rma_example: the target produced no tokens")
+        rows.append({"input_ids": list(ids), "loss_mask": mask})
+    return rows
 
 
 def pad_left(rows: Sequence[Sequence[int]], pad_id: int = 0) -> dict[str, torch.Tensor]:
