@@ -15,10 +15,10 @@ root-local, z-up poses facing +x (yaw and horizontal translation removed) that t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -55,30 +55,37 @@ def data_path() -> Path:
 
 # ---------------------------------------------------------------------------------------------- rotations
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``[..., 3, 3]`` of unit quaternions ``[..., 4]`` in w-first order (normalised here)."""
+    """Rotation matrices ``[..., 3, 3]`` of unit quaternions ``[..., 4]`` in w-first order (normalised here),
+    through :class:`scipy.spatial.transform.Rotation` (which wants x, y, z, w: the order is rolled here)."""
+    from scipy.spatial.transform import Rotation
+
     q = np.asarray(q, dtype=np.float64)
     if q.shape[-1] != 4:
         raise UserError(f"quaternions need a last dimension of 4 (w, x, y, z), got shape {q.shape}")
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
-        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
-        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
+    flat = q.reshape(-1, 4)
+    if not len(flat):
+        return np.zeros((*q.shape[:-1], 3, 3))
+    return Rotation.from_quat(flat[:, [1, 2, 3, 0]]).as_matrix().reshape(*q.shape[:-1], 3, 3)
+
+
+def _axis_rotation(axis: str, angle: np.ndarray) -> np.ndarray:
+    from scipy.spatial.transform import Rotation
+
+    a = np.asarray(angle, dtype=np.float64)
+    flat = a.reshape(-1)
+    if not len(flat):
+        return np.zeros((*a.shape, 3, 3))
+    return Rotation.from_euler(axis, flat[:, None]).as_matrix().reshape(*a.shape, 3, 3)
 
 
 def rot_z(angle: np.ndarray) -> np.ndarray:
-    """Rotations ``[..., 3, 3]`` about the z axis by ``angle`` radians."""
-    a = np.asarray(angle, dtype=np.float64)
-    c, s, o, i = np.cos(a), np.sin(a), np.zeros_like(a), np.ones_like(a)
-    return np.stack([np.stack([c, -s, o], -1), np.stack([s, c, o], -1), np.stack([o, o, i], -1)], -2)
+    """Rotations ``[..., 3, 3]`` about the z axis by ``angle`` radians (scipy's ``Rotation.from_euler``)."""
+    return _axis_rotation("z", angle)
 
 
 def rot_y(angle: np.ndarray) -> np.ndarray:
-    a = np.asarray(angle, dtype=np.float64)
-    c, s, o, i = np.cos(a), np.sin(a), np.zeros_like(a), np.ones_like(a)
-    return np.stack([np.stack([c, o, s], -1), np.stack([o, i, o], -1), np.stack([-s, o, c], -1)], -2)
+    """Rotations ``[..., 3, 3]`` about the y axis by ``angle`` radians (scipy's ``Rotation.from_euler``)."""
+    return _axis_rotation("y", angle)
 
 
 def y_up_to_z_up(p: np.ndarray) -> np.ndarray:
@@ -95,11 +102,15 @@ def urdf_offsets(path: str | None = None, scale: float = URDF_SCALE) -> dict[str
     if not p.exists():
         raise MissingAssetError(f"no humanoid URDF at {p}: {INSTALL}")
     text = p.read_bytes().decode("latin-1").replace("\x00", "")  # the shipped file ends with a NUL byte
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as e:
+        raise UserError(f"URDF {p} is not valid XML: {e}") from e
     out: dict[str, np.ndarray] = {}
-    for m in re.finditer(r'<joint\s+name="([^"]+)"[^>]*>(.*?)</joint>', text, re.S):
-        xyz = re.search(r'xyz\s*=\s*"([^"]+)"', m.group(2))
-        if xyz:
-            out[m.group(1)] = np.array([float(v) for v in xyz.group(1).split()]) * scale
+    for joint in root.iter("joint"):
+        origin = joint.find("origin")
+        if joint.get("name") and origin is not None and origin.get("xyz"):
+            out[joint.get("name")] = np.array([float(v) for v in origin.get("xyz").split()]) * scale
     missing = [URDF_NAME[j] for j in JOINTS if URDF_NAME[j] not in out]
     if missing:
         raise UserError(f"URDF {p} lacks joints {missing}; expected the DeepMimic humanoid")
@@ -323,8 +334,11 @@ def synthetic_pose_bank(fps: float = 10.0, phases: int = 48) -> PoseBank:
 
 
 def _qz(angle: np.ndarray) -> np.ndarray:
-    a = np.asarray(angle, dtype=np.float64) / 2
-    return np.stack([np.cos(a), np.zeros_like(a), np.zeros_like(a), np.sin(a)], -1)
+    """w-first quaternions of rotations about z by ``angle`` (scipy's ``Rotation``)."""
+    from scipy.spatial.transform import Rotation
+
+    a = np.asarray(angle, dtype=np.float64)
+    return Rotation.from_euler("z", a.reshape(-1, 1)).as_quat(scalar_first=True).reshape(*a.shape, 4)
 
 
 def _fallback_offsets() -> dict[str, np.ndarray]:

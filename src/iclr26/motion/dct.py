@@ -2,13 +2,15 @@
 
 ``D[k, n] = sqrt(2/N) * c_k * cos(pi * (2n + 1) * k / (2N))`` with ``c_0 = 1/sqrt(2)`` and ``c_k = 1``
 otherwise. Keeping the first ``n_keep`` rows low-pass filters a trajectory; with ``n_keep == N`` the round
-trip ``from_dct(to_dct(x))`` is exact because ``D`` is orthonormal.
+trip ``from_dct(to_dct(x))`` is exact because ``D`` is orthonormal. The matrix is
+``scipy.fft.dct(eye(N), type=2, norm="ortho", axis=0)``; it is applied with torch so gradients flow.
 """
 
 from __future__ import annotations
 
-import math
+from functools import lru_cache
 
+import numpy as np
 import torch
 
 from iclr26.core.errors import UserError
@@ -19,11 +21,16 @@ def dct_matrix(n: int, n_keep: int | None = None, dtype: torch.dtype = torch.flo
     k_keep = n if n_keep is None else int(n_keep)
     if n < 1 or not 1 <= k_keep <= n:
         raise UserError(f"dct_matrix: need n >= 1 and 1 <= n_keep <= n, got n={n}, n_keep={n_keep}")
-    k = torch.arange(k_keep, dtype=torch.float64)[:, None]
-    t = torch.arange(n, dtype=torch.float64)[None, :]
-    D = math.sqrt(2.0 / n) * torch.cos(math.pi * (2 * t + 1) * k / (2 * n))
-    D[0] /= math.sqrt(2.0)
-    return D.to(dtype)
+    return _dct_full(n)[:k_keep].to(dtype, copy=True)
+
+
+@lru_cache(maxsize=64)
+def _dct_full(n: int) -> torch.Tensor:
+    """All ``n`` rows in float64: column t is ``scipy.fft.dct`` of the unit vector e_t (cached: every forward
+    pass asks for it)."""
+    from scipy.fft import dct
+
+    return torch.from_numpy(dct(np.eye(n), type=2, norm="ortho", axis=0))
 
 
 def to_dct(x: torch.Tensor, n_keep: int, dim: int = 1) -> torch.Tensor:
