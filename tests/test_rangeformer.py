@@ -182,16 +182,41 @@ def test_training_reduces_loss_and_loops_are_free_at_test_time():
         unlooped(a, mask, loops=4)
 
 
-def test_special_matrices_equal_scipy():
-    """The hand-written generators against scipy's own: Hilbert (scipy.linalg.hilbert) and KMS as the symmetric
-    Toeplitz matrix of rho^k (scipy.linalg.toeplitz)."""
-    from scipy.linalg import hilbert, toeplitz
+def test_special_matrices_match_closed_forms():
+    """The generators build Hilbert, KMS and AR(2) matrices with scipy.linalg (hilbert, toeplitz); the oracle here is
+    each closed form written out entry by entry."""
+    from iclr26.data.spd_matrices import ar2_toeplitz, hilbert_shift, kms
 
-    from iclr26.data.spd_matrices import hilbert_shift, kms
-
-    np.testing.assert_allclose(hilbert_shift(7, 0.3), hilbert(7) + 0.3 * np.eye(7), rtol=1e-15, atol=0)
-    rng = np.random.default_rng(0)
-    mats = kms(rng, 3, 6)
+    i = np.arange(7)
+    np.testing.assert_allclose(hilbert_shift(7, 0.3), 1.0 / (i[:, None] + i[None, :] + 1) + 0.3 * np.eye(7),
+                               rtol=1e-15, atol=0)  # fmt: skip
+    mats = kms(np.random.default_rng(0), 3, 6)
     rho = np.random.default_rng(0).uniform(-0.9, 0.9, size=3)
+    dist = np.abs(np.arange(6)[:, None] - np.arange(6)[None, :])
     for m, r in zip(mats, rho, strict=True):
-        np.testing.assert_allclose(m, toeplitz(r ** np.arange(6)), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(m, np.sign(r) ** dist * np.abs(r) ** dist, rtol=1e-12, atol=1e-15)
+    # AR(2) autocovariances: Toeplitz (constant along diagonals) and the Yule-Walker recursion g_k = p1 g_k-1 + p2 g_k-2
+    for a in ar2_toeplitz(np.random.default_rng(1), 4, 7):
+        g = a[0]
+        np.testing.assert_allclose(a, g[np.abs(i[:, None] - i[None, :])], rtol=0, atol=0)
+        p1, p2 = np.linalg.solve([[g[1], g[0]], [g[2], g[1]]], [g[2], g[3]])
+        np.testing.assert_allclose(g[4:], p1 * g[3:-1] + p2 * g[2:-2], atol=1e-12)
+
+
+def test_slq_cross_checked_against_exact_slogdet():
+    """SLQ against float64 slogdet on random SPD matrices (n = 12, structured mixture and Wishart).
+
+    With m >= n Lanczos steps the quadrature is exact for each probe, so SLQ is Hutchinson's estimator of tr log A:
+    unbiased, with standard error sqrt(2 sum_{i != j} L_ij^2 / p) for Rademacher probes (L = log A). Tolerance: 4 such
+    standard errors. With m = 8 < n the Gauss quadrature adds a bias; tolerance there: 2 % of |log det| + 4 SE."""
+    mats = np.concatenate([spd.structured(np.random.default_rng(5), 6, 12), spd.wishart(np.random.default_rng(6), 4, 12)])
+    exact = np.linalg.slogdet(mats)[1]
+    w, v = np.linalg.eigh(mats)
+    logm = np.einsum("bij,bj,bkj->bik", v, np.log(w), v)
+    off = logm - np.einsum("bii->bi", logm)[..., None] * np.eye(12)
+    probes = 1000
+    se = np.sqrt(2 * (off**2).sum((1, 2)) / probes)
+    full = slq_logdet(mats, steps=12, probes=probes, seed=0).numpy()
+    assert np.all(np.abs(full - exact) <= 4 * se), (full - exact) / se
+    short = slq_logdet(mats, steps=8, probes=probes, seed=0).numpy()
+    assert np.all(np.abs(short - exact) <= 0.02 * np.abs(exact) + 4 * se), short - exact

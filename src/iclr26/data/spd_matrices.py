@@ -44,15 +44,19 @@ def wishart(rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
 
 
 def kms(rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
-    """Kac–Murdock–Szegő Toeplitz ``ρ^|i-j|`` with ρ ~ U(-0.9, 0.9)."""
+    """Kac–Murdock–Szegő matrix, the symmetric Toeplitz matrix of ``ρ^|i-j|`` (``scipy.linalg.toeplitz``), ρ ~ U(-0.9, 0.9)."""
+    from scipy.linalg import toeplitz
+
     _check(batch, n)
-    rho = rng.uniform(-0.9, 0.9, size=(batch, 1, 1))
-    d = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
-    return np.sign(rho) ** d * np.abs(rho) ** d
+    rho = rng.uniform(-0.9, 0.9, size=batch)
+    return np.stack([toeplitz(r ** np.arange(n)) for r in rho])
 
 
 def ar2_toeplitz(rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
-    """Autocovariance Toeplitz matrix of a stationary AR(2) process (roots drawn inside the unit circle)."""
+    """Autocovariance Toeplitz matrix (``scipy.linalg.toeplitz``) of a stationary AR(2) process (roots drawn inside
+    the unit circle)."""
+    from scipy.linalg import toeplitz
+
     _check(batch, n)
     # characteristic roots r1, r2 (real pair or complex pair) with modulus <= 0.9 -> stationary
     out = np.empty((batch, n, n))
@@ -70,8 +74,7 @@ def ar2_toeplitz(rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
             g[1] = p1 / (1 - p2)
         for k in range(2, n):
             g[k] = p1 * g[k - 1] + p2 * g[k - 2]
-        idx = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
-        out[b] = g[idx]
+        out[b] = toeplitz(g)
     return out
 
 
@@ -213,9 +216,10 @@ def sample(name: str, rng: np.random.Generator, batch: int, n: int, *, max_cond:
 
 
 def hilbert_shift(n: int, lam: float) -> np.ndarray:
-    """Hilbert matrix ``1/(i+j+1)`` plus λI."""
-    i = np.arange(n)
-    return 1.0 / (i[:, None] + i[None, :] + 1) + lam * np.eye(n)
+    """Hilbert matrix ``1/(i+j+1)`` (``scipy.linalg.hilbert``) plus λI."""
+    from scipy.linalg import hilbert
+
+    return hilbert(n) + lam * np.eye(n)
 
 
 def lehmer(n: int) -> np.ndarray:
