@@ -209,7 +209,8 @@ def test_slq_cross_checked_against_exact_slogdet():
     With m >= n Lanczos steps the quadrature is exact for each probe, so SLQ is Hutchinson's estimator of tr log A:
     unbiased, with standard error sqrt(2 sum_{i != j} L_ij^2 / p) for Rademacher probes (L = log A). Tolerance: 4 such
     standard errors. With m = 8 < n the Gauss quadrature adds a bias; tolerance there: 2 % of |log det| + 4 SE."""
-    mats = np.concatenate([spd.structured(np.random.default_rng(5), 6, 12), spd.wishart(np.random.default_rng(6), 4, 12)])
+    mats = np.concatenate([spd.structured(np.random.default_rng(5), 6, 12),
+                           spd.wishart(np.random.default_rng(6), 4, 12)])
     exact = np.linalg.slogdet(mats)[1]
     w, v = np.linalg.eigh(mats)
     logm = np.einsum("bij,bj,bkj->bik", v, np.log(w), v)
