@@ -468,6 +468,86 @@ def collect_calibration(fp_model: nn.Module, scheduler, n_traj: int, steps: int,
     return CalibSet(x, ts[step], eps, grp[step], step, cat_cond)
 
 
+# ---------------------------------------------------------------------------- differentiable DDIM rollouts
+@dataclass
+class RolloutSet:
+    """Held-out noises with the full-precision model's final DDIM samples from them, and the DDIM grid: the
+    data of the ``"sample"`` outer objective of :func:`reconstruct` (the error the quantized model's whole
+    sampling trajectory leaves in its final sample, which is what trajectory L2 / FD against FP measure)."""
+
+    noise: Tensor  # [M, C, H, W] initial noises x_T
+    target: Tensor  # [M, C, H, W] the FP model's final DDIM samples from them (unclamped)
+    timesteps: Tensor  # [S] long, the DDIM grid (largest t first)
+    alpha: Tensor  # [S] alpha_bar at each grid step
+    alpha_prev: Tensor  # [S] alpha_bar at the next grid step (the scheduler's final alpha after the last)
+    cond: dict[str, Tensor] = field(default_factory=dict)  # per-noise conditioning, [M, ...] each
+
+    def __post_init__(self) -> None:
+        if self.noise.shape != self.target.shape:
+            raise UserError(f"RolloutSet: noise {tuple(self.noise.shape)} and target {tuple(self.target.shape)} differ")
+        if not (len(self.timesteps) == len(self.alpha) == len(self.alpha_prev) >= 1):
+            raise UserError("RolloutSet: timesteps, alpha and alpha_prev need the same length (>= 1)")
+        bad = [k for k, v in self.cond.items() if not torch.is_tensor(v) or v.shape[0] != self.noise.shape[0]]
+        if bad:
+            raise UserError(f"RolloutSet.cond entries {bad} need one row per noise")
+
+    def __len__(self) -> int:
+        return self.noise.shape[0]
+
+
+def ddim_coefficients(scheduler, steps: int, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor, Tensor]:
+    """``(timesteps, alpha_bar_t, alpha_bar_prev)`` of a diffusers ``DDIMScheduler`` at ``steps`` steps, as the
+    scheduler's own eta = 0 step uses them (``prev_t = t - T // steps``; the final alpha after the last step).
+    Only epsilon prediction without sample clipping or thresholding is supported (a UserError otherwise)."""
+    cfg = scheduler.config
+    if (cfg.get("prediction_type", "epsilon") != "epsilon" or cfg.get("clip_sample", False)
+            or cfg.get("thresholding", False)):  # fmt: skip
+        raise UserError("ddim_coefficients: need prediction_type='epsilon', clip_sample=False, thresholding=False")
+    scheduler.set_timesteps(steps)
+    ts = torch.as_tensor([int(t) for t in scheduler.timesteps], dtype=torch.long)
+    ac = scheduler.alphas_cumprod.double()
+    prev = ts - cfg.num_train_timesteps // steps
+    final = float(scheduler.final_alpha_cumprod)
+    a_prev = torch.tensor([float(ac[p]) if p >= 0 else final for p in prev.tolist()], dtype=torch.float64)
+    return ts.to(device), ac[ts].float().to(device), a_prev.float().to(device)
+
+
+def ddim_rollout(model: nn.Module, noise: Tensor, timesteps: Tensor, alpha: Tensor, alpha_prev: Tensor, *,
+                 params: dict[str, Tensor] | None = None, cond: dict[str, Tensor] | None = None) -> Tensor:  # fmt: skip
+    """Deterministic DDIM (eta = 0, epsilon prediction) from ``noise`` with autograd kept: ``x_prev =
+    sqrt(a_prev) x0_hat + sqrt(1 - a_prev) eps`` with ``x0_hat = (x - sqrt(1 - a) eps) / sqrt(a)``. ``params``
+    overrides the model's parameters (``torch.func.functional_call``, e.g. a look-ahead theta'). Returns the
+    final samples (unclamped)."""
+    cond = cond or {}
+    x = noise
+    for j in range(len(timesteps)):
+        tt = timesteps[j].expand(x.shape[0])
+        if params is None:
+            eps = eps_call(model, x, tt, **cond)
+        else:
+            eps = torch.func.functional_call(model, params, (x, tt), cond, strict=False)
+            eps = eps.sample if hasattr(eps, "sample") else eps
+        a, ap = alpha[j], alpha_prev[j]
+        x0 = (x - (1 - a).sqrt() * eps) / a.sqrt()
+        x = ap.sqrt() * x0 + (1 - ap).sqrt() * eps
+    return x
+
+
+def collect_rollouts(fp_model: nn.Module, scheduler, n: int, steps: int, *, sample_shape: tuple[int, ...],
+                     seed: int, cond: dict[str, Tensor] | None = None) -> RolloutSet:  # fmt: skip
+    """``n`` noises from ``seed`` (a CPU generator, moved to the model's device) and the FP model's final DDIM
+    samples from them: the held-out set of the ``"sample"`` outer objective."""
+    if n < 1 or steps < 1:
+        raise UserError(f"need n >= 1 and steps >= 1, got {n}, {steps}")
+    dev = _model_device(fp_model)
+    noise = torch.randn(n, *sample_shape, generator=torch.Generator().manual_seed(seed)).to(dev)
+    ts, a, ap = ddim_coefficients(scheduler, steps, dev)
+    c = {k: v.to(dev) for k, v in (cond or {}).items()}
+    with torch.no_grad():
+        target = ddim_rollout(fp_model, noise, ts, a, ap, cond=c)
+    return RolloutSet(noise, target, ts, a, ap, c)
+
+
 # ---------------------------------------------------------------------------- reconstruction
 @dataclass(frozen=True)
 class ReconConfig:
@@ -475,6 +555,7 @@ class ReconConfig:
 
     sample_meta / freq_meta: meta-learn the sample weights a / the band weights b (both off = uniform
     reconstruction). fixed_w / fixed_beta: fixed weights used instead (the random-reweighting control).
+    val_batch: validation items per meta step (pairs of a CalibSet, or noises of a RolloutSet); 0 = ``batch``.
     """
 
     iters: int = 200
@@ -492,6 +573,7 @@ class ReconConfig:
     meta_every: int = 4
     inner_lr: float = 1e-2
     meta_lr: float = 1e-2
+    val_batch: int = 0
     seed: int = 0
     fixed_w: Tensor | None = None
     fixed_beta: Tensor | None = None
@@ -500,7 +582,7 @@ class ReconConfig:
         checks = {"iters": self.iters >= 0, "batch": self.batch >= 1, "lr_v": self.lr_v >= 0,
                   "lr_step": self.lr_step >= 0, "reg_lambda": self.reg_lambda >= 0, "bands": self.bands >= 1,
                   "groups": self.groups >= 1, "meta_every": self.meta_every >= 1, "inner_lr": self.inner_lr >= 0,
-                  "meta_lr": self.meta_lr >= 0, "warmup": 0 <= self.warmup <= 1,
+                  "meta_lr": self.meta_lr >= 0, "val_batch": self.val_batch >= 0, "warmup": 0 <= self.warmup <= 1,
                   "beta_start": self.beta_start > 0, "beta_end": self.beta_end > 0}  # fmt: skip
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -564,15 +646,22 @@ def _math_attention(model: nn.Module) -> None:
             m.set_processor(AttnProcessor())
 
 
-def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | None = None,
+def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | RolloutSet | None = None,
                 rcfg: ReconConfig | None = None, *, callback: Callable[[int, dict], None] | None = None,
                 ) -> Reconstruction:  # fmt: skip
     """Learn rounding and activation steps of a copy of ``qmodel`` (not mutated) on the whole-network output.
 
     Inner loss ``L_in = mean_i(w_i l_i(theta; b)) + lambda reg(V)``; with ``sample_meta`` / ``freq_meta``, every
     ``meta_every`` iterations a look-ahead ``theta' = theta - inner_lr grad L_in`` (graph kept) is scored by the
-    unweighted validation MSE and ``a`` / ``b`` take an Adam step along ``-grad L_val(theta')``; then Adam on
-    theta with ``a``, ``b`` detached. Returns the model in hard-rounding mode with frozen steps.
+    outer loss ``L_val(theta')`` and ``a`` / ``b`` take an Adam step along ``-grad L_val(theta')``; then Adam on
+    theta with ``a``, ``b`` detached (each meta-gradient divided by its root mean square first: they are far
+    smaller than Adam's eps). Returns the model in hard-rounding mode with frozen steps.
+
+    The outer loss depends on ``val``: a :class:`CalibSet` gives the unweighted eps-MSE on its pairs (the same
+    quantity as the inner loss with uniform weights, so uniform weights are its fixed point in expectation); a
+    :class:`RolloutSet` gives the mean squared error of the final sample of the quantized model's whole DDIM
+    rollout (:func:`ddim_rollout` at theta') against the FP model's, so each timestep's and band's error counts
+    by how it propagates to the sample.
     """
     rcfg = rcfg or ReconConfig()
     meta = rcfg.sample_meta or rcfg.freq_meta
@@ -626,7 +715,8 @@ def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | None = None,
         idx = torch.randperm(n, generator=g)[: rcfg.batch].to(dev)
         if meta and it % rcfg.meta_every == 0:
             tm = time.perf_counter()
-            vidx = torch.randperm(len(val), generator=g_val)[: rcfg.batch].to(val.x.device)
+            vdev = val.noise.device if isinstance(val, RolloutSet) else val.x.device
+            vidx = torch.randperm(len(val), generator=g_val)[: rcfg.val_batch or rcfg.batch].to(vdev)
             ones = torch.ones(rcfg.groups, rcfg.bands, device=dev)
 
             def inner(params: dict[str, Tensor], idx=idx, lam=lam, beta_round=beta_round) -> Tensor:
@@ -634,13 +724,22 @@ def reconstruct(qmodel: nn.Module, calib: CalibSet, val: CalibSet | None = None,
                 loss = (w[idx] * _batch_loss(model, None, calib, idx, bands, beta)).mean()
                 return loss + lam * _reg(layers, beta_round) if lam > 0 else loss
 
-            def outer(params: dict[str, Tensor], vidx=vidx, ones=ones) -> Tensor:  # plain validation MSE (beta = 1)
-                return _batch_loss(model, params, val, vidx, bands, ones).mean()
+            def outer(params: dict[str, Tensor], vidx=vidx, ones=ones) -> Tensor:
+                if isinstance(val, RolloutSet):  # final-sample MSE of the quantized rollout against the FP one
+                    cond = {k: v[vidx] for k, v in val.cond.items()}
+                    x = ddim_rollout(model, val.noise[vidx], val.timesteps, val.alpha, val.alpha_prev,
+                                     params=params, cond=cond)  # fmt: skip
+                    return (x - val.target[vidx]).pow(2).mean()
+                return _batch_loss(model, params, val, vidx, bands, ones).mean()  # plain validation MSE (beta = 1)
 
             mg, val_mse = lookahead_meta_grad(inner, outer, theta, meta_params, rcfg.inner_lr)
             meta_opt.zero_grad()
             for p, gr in zip(meta_params, mg, strict=True):
-                p.grad = gr
+                # meta-gradients carry inner_lr times a product of two gradients (~1e-10 on the digits UNet),
+                # far below Adam's eps (1e-8), which then damps every step to ~1 % of meta_lr: divide each by
+                # its root mean square so that Adam moves a logit by about meta_lr per step at any scale
+                rms = gr.pow(2).mean().sqrt()
+                p.grad = gr / rms if float(rms) > 0 else gr
             meta_opt.step()
             hist["val_mse"].append(val_mse.item())
             t_meta += time.perf_counter() - tm
