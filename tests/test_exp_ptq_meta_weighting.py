@@ -24,7 +24,7 @@ def test_smoke_wires_everything(smoke):
     claims = {c.name: c for c in res.claims}
     gated = {"C1_traj_l2", "C1_fd", "sanity_rtn_gap", "sanity_uniform_beats_rtn"}
     assert gated == {n for n, c in claims.items() if c.gated} and exp.HEADLINE in gated
-    reported = {"C1_traj_l2_noises", "C2_sample_only", "C2_freq_only", "C2_complementary", "C3_beats_random",
+    reported = {"C1_traj_l2_noises", "C1_fd_real", "C2_sample_only", "C2_freq_only", "C2_complementary", "C3_beats_random",
                 "C4_freq_shift"}  # fmt: skip
     assert reported <= set(claims) and not any(claims[n].gated for n in reported)
     assert claims["sanity_rtn_gap"].kind == "sanity"
@@ -37,6 +37,13 @@ def test_smoke_wires_everything(smoke):
                                                strict=True)])  # fmt: skip
     assert claims["C1_traj_l2"].null.value == pytest.approx(ctrl_gain)
     assert all(np.isfinite(v) for v in res.metrics.values())
+    # issue 27: FD against the FP samples (gated) beside the real-digit FD (reported); learned weight ranges
+    for s in range(cfg.seeds):
+        assert f"w4_both_s{s}_fd_fp" in res.metrics and f"w4_both_s{s}_fd" in res.metrics
+        assert res.metrics[f"w4_both_s{s}_w_min"] <= 1 <= res.metrics[f"w4_both_s{s}_w_max"]
+    assert res.metrics["fp_resample_fd"] > 0 and res.metrics["meta_lr"] == pytest.approx(exp.meta_lr(cfg))
+    assert claims["C1_fd"].estimate.value == pytest.approx(np.mean(
+        [res.metrics[f"w4_uniform_s{s}_fd_fp"] - res.metrics[f"w4_both_s{s}_fd_fp"] for s in range(cfg.seeds)]))
     for a in ("rtn", "uniform", "sample", "freq", "both", "ctrl_random"):
         for s in range(cfg.seeds):
             assert f"w4_{a}_s{s}_traj_l2" in res.metrics
@@ -92,3 +99,10 @@ def test_bad_config(over, match):
     cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS["smoke"], **over})
     with pytest.raises(UserError, match=match):
         check_config(cfg)
+
+
+def test_meta_lr_rule():
+    """ln(meta_range) / meta steps: 100 iterations with a meta step every 10 give ln 4 / 10."""
+    cfg = dataclasses.replace(exp.Config(), **exp.PRESETS["default"])
+    assert exp.meta_lr(cfg) == pytest.approx(np.log(4) / 10)
+    assert exp.meta_lr(dataclasses.replace(cfg, iters=101)) == pytest.approx(np.log(4) / 11)
