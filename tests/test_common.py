@@ -160,6 +160,7 @@ NEEDS_ASSET_AT_DEFAULT = {
     "composable-subnetworks": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
     "nufilt": (_fashion_mnist_or_skip, "used_fashion_mnist", 1.0),
     "mi-ue": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
+    "hyper-set": (_fashion_mnist_or_skip, "dataset_is_fashion_mnist", 1.0),
 }
 
 
