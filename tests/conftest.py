@@ -30,10 +30,8 @@ def _seed_everything():
 
 
 # The longest tests (seconds on the 2-core CI machine, worker-time, measured 2026-12-05 on a cold clone): started first so
-# that two xdist workers (`--dist load`, see the Makefile) do not end on one long test while the
-# other idles (`--dist load --maxschedchunk 1` hands out the list in order, a test or two at a time, to whichever
-# worker is free; `worksteal`, and `load` with its default chunks, gave the whole head of the list to one worker).
-# Order only; nothing depends on it.
+# that two xdist workers do not end on one long test while the other idles. The scheduler below hands out the list in
+# this order, one unit at a time, to whichever worker has at most two tests pending. Order only; nothing depends on it.
 _LONG_FIRST = ("[humof]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
                "[fdfi]", "[culture-neurons]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
                "[nufilt]", "[reasoning-misalignment]", "test_lm_variant_larger", "[rangeformer]",
@@ -46,6 +44,36 @@ def _start_rank(item) -> tuple[int, int]:
         hits = [i for i, key in enumerate(_LONG_FIRST) if key in nid]
         return (0, hits[0] if hits else len(_LONG_FIRST))
     return (1, 0) if "slow" in item.keywords else (2, 0)
+
+
+# Test modules whose tests share a module-scoped fixture (a smoke run, a trained model). Under plain `--dist load`
+# their tests spread over both workers and each worker builds the fixture again (ptq's smoke run twice, 14 s each);
+# here every such module is one scheduling unit, so one worker runs all its tests and builds the fixture once. The
+# long tests named in _LONG_FIRST stay units of their own, so they still start first. (`--dist loadgroup` with
+# `xdist_group` marks would say the same, but it does not group under pytest 9 with xdist 3.8: checked.)
+_ONE_WORKER_MODULES = frozenset(
+    f"tests/{name}.py" for name in (
+        "test_exp_ampo", "test_exp_humof", "test_exp_hyper_set", "test_exp_latent_planning",
+        "test_exp_ptq_meta_weighting", "test_exp_rangeformer", "test_exp_sae_bias_latents", "test_capture",
+        "test_memorization", "test_merging_fusionbench", "test_motion", "test_planning", "test_ptq"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist load` (the Makefile's): load scheduling in collection order (see _start_rank), with the modules above
+    kept on one worker each. Any other `--dist` mode is left to xdist."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module in _ONE_WORKER_MODULES and not any(key in nodeid for key in _LONG_FIRST + ("test_gemma3",)):
+                return module
+            return nodeid
+
+    config.option.loadscopereorder = False  # keep the long-first order; by default loadscope puts big units first
+    return _ModuleUnits(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
