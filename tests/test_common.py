@@ -40,19 +40,23 @@ def test_config_json_round_trip_and_presets(slug):
         assert config_to_dict(again) == config_to_dict(cfg)
 
 
-@pytest.mark.parametrize("slug", IMPLEMENTED)
-def test_smoke_runs_writes_files_and_ignores_global_random_state(slug, tmp_path, monkeypatch):
-    """The smoke preset writes every file; and ctx.seed is the only seed: the same smoke run started from other
-    global numpy / torch / Python random state (the engine's global seeding replaced by a different one) gives
-    identical metrics and verdicts."""
+def _other_global_state(seed: int) -> None:
+    """Stands in for the engine's global seeding: other Python / numpy / torch global random state than it sets."""
     import random
 
     import numpy as np
     import torch
 
-    from iclr26 import engine
+    random.seed(seed + 9173)
+    np.random.seed((seed + 4241) % 2**32)
+    torch.manual_seed(seed + 7717)
 
-    run_dir, a = run_paper(slug, preset="smoke", out=tmp_path / "a", device="cpu")
+
+@pytest.mark.parametrize("slug", IMPLEMENTED)
+def test_smoke_runs_and_writes_files(slug, tmp_path):
+    """The smoke preset writes every file, with finite numeric metrics and complete claims. (That ctx.seed is the
+    only seed is checked at the default preset, below: its run starts from other global random state.)"""
+    run_dir, _ = run_paper(slug, preset="smoke", out=tmp_path / "a", device="cpu")
     for name in ("config.json", "metrics.json", "claims.json", "env.json", "report.md"):
         assert (run_dir / name).exists(), name
     assert list((run_dir / "figures").glob("*.png")), "no figure written"
@@ -62,21 +66,6 @@ def test_smoke_runs_writes_files_and_ignores_global_random_state(slug, tmp_path,
     assert not bad, f"infinite or non-numeric metrics: {bad}"
     claims = json.loads((run_dir / "claims.json").read_text())["claims"]
     assert claims and all({"name", "statement", "estimate", "null", "threshold", "verdict"} <= set(c) for c in claims)
-
-    def other_state(seed: int) -> None:
-        random.seed(seed + 9173)
-        np.random.seed((seed + 4241) % 2**32)
-        torch.manual_seed(seed + 7717)
-
-    monkeypatch.setattr(engine, "seed_everything", other_state)
-    _, b = run_paper(slug, preset="smoke", out=tmp_path / "b", device="cpu")
-    # timings describe how the run was obtained, not what it measured (cache-state flags go to env.json)
-    timing = ("wall_time_s", "seconds", "_time")
-    keys = [k for k in a.metrics if not any(t in k for t in timing)]
-    differ = [k for k in keys if not (a.metrics[k] == b.metrics.get(k)
-                                      or (math.isnan(a.metrics[k]) and math.isnan(b.metrics.get(k, 0.0))))]
-    assert not differ, f"{slug}: metrics depend on global random state: {differ[:8]}"
-    assert [(c.name, c.verdict) for c in a.claims] == [(c.name, c.verdict) for c in b.claims]
 
 
 # ---------------------------------------------------------------------------- library modules
@@ -169,9 +158,16 @@ NEEDS_ASSET_AT_DEFAULT = {
     "slug",
     [pytest.param(s, marks=pytest.mark.real) if s in NEEDS_ASSET_AT_DEFAULT else s for s in IMPLEMENTED],
 )
-def test_default_preset_verdicts_match_expected(slug, tmp_path):
+def test_default_preset_verdicts_match_expected(slug, tmp_path, monkeypatch):
+    """The default preset's verdicts are the recorded ones (EXPECTED), from a run whose global Python / numpy / torch
+    random state is not the engine's: so ctx.seed, not global state, decides them. (Until 2026-12-07 the smoke test
+    ran every smoke preset a second time for the global-state check; this run makes that check at the scale whose
+    verdicts the README reports, and the second smoke run, ~140 s of the suite's worker time, is gone.)"""
+    from iclr26 import engine
+
     if slug in NEEDS_ASSET_AT_DEFAULT:
         NEEDS_ASSET_AT_DEFAULT[slug][0]()
+    monkeypatch.setattr(engine, "seed_everything", _other_global_state)
     _, result = run_paper(slug, preset="default", out=tmp_path, device="cpu")
     if slug in NEEDS_ASSET_AT_DEFAULT:
         _, metric, used = NEEDS_ASSET_AT_DEFAULT[slug]
