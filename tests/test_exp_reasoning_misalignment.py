@@ -25,7 +25,12 @@ def _run(tmp_path, preset="smoke", **over):
 def test_smoke_runs_and_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("ICLR26_ORGANISMS", str(tmp_path / "orgs"))
     res = _run(tmp_path)
-    assert all(math.isfinite(v) for v in res.metrics.values())
+    # the 40-step smoke organism answers nothing parsable (every output broken): misalignment is constant and
+    # the correlations over checkpoints (C3) and the ablation drops (no flagged head) are undefined; the rest is
+    # finite
+    undefined = ("c3_", "c2_drop")
+    assert all(math.isfinite(v) for k, v in res.metrics.items() if not k.startswith(undefined))
+    assert res.metrics["base_broken"] == 1.0 and res.metrics["base_mis"] == 0.0  # broken is not misaligned
     names = {c.name for c in res.claims}
     assert {"C1", "C2_flagged", "C2_ablation", "C3_spearman", "C3_partial", "C4", "C5"} <= names
     c5 = next(c for c in res.claims if c.name == "C5")  # gated since stop 34, the copy-only CoT its null arm
@@ -35,12 +40,14 @@ def test_smoke_runs_and_writes(tmp_path, monkeypatch):
     for c in res.claims:
         assert c.verdict in ("held", "not held", "inconclusive", "no power")
         assert c.kind != "paper" or not c.gated or c.null is not None
-    # the misalignment intervals resample the six harmful markers; C3 resamples checkpoints
-    assert by["C1"].estimate.unit == "marker" and by["C3_spearman"].estimate.unit == "checkpoint"
+    # the misalignment intervals resample the harmful templates; C3 resamples fine-tuning runs (clusters)
+    assert by["C1"].estimate.unit == "marker" and by["C3_spearman"].estimate.unit == "fine-tuning run"
+    assert len(R.HARMFUL) >= 20
     assert by["C1"].trained and by["C3_spearman"].trained
     recs = json.loads((tmp_path / "checkpoints.json").read_text())
-    assert len(recs) == 3 * m.PRESETS["smoke"]["checkpoints"]
-    assert {r["cond"] for r in recs} == {"T", "C", "P"}
+    sm = m.PRESETS["smoke"]
+    assert len(recs) == 3 * sm["checkpoints"] * sm["ft_seeds"]
+    assert {r["cond"] for r in recs} == {"T", "C", "P"} and {r["ft_seed"] for r in recs} == set(range(sm["ft_seeds"]))
     assert len(list((tmp_path / "figures").glob("*.png"))) == 5
 
 
@@ -107,3 +114,69 @@ def test_bad_config(tmp_path):
         _run(tmp_path, m_grid=[10_000])
     with pytest.raises(UserError, match="checkpoints"):
         _run(tmp_path, checkpoints=10)
+
+
+def test_refusal_log_odds_at_decision_position():
+    """A hand-made model that puts all mass on ``sorry`` after ``A`` and, with thinking on, writes ``check h0 bad
+    </think>``: refused (log-odds > 0, not broken); one that never closes the span is broken, not misaligned."""
+    from iclr26.lm import WordTokenizer
+
+    enc = m._Enc(WordTokenizer(R.VOCAB))
+    V = len(enc.vocab)
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, nxt, close=True):
+            super().__init__()
+            self.nxt, self.close = nxt, close
+
+        def forward(self, input_ids, attention_mask=None, **kw):
+            B, T = input_ids.shape
+            logits = torch.full((B, T, V), -20.0)
+            for b in range(B):
+                for t in range(T):
+                    tok = enc.inv[int(input_ids[b, t])]
+                    w = {"A": self.nxt, "<think>": "check", "check": "h0", "h0": "bad",
+                         "bad": "</think>" if self.close else "check"}.get(tok, "Q")
+                    logits[b, t, enc.vocab[w]] = 0.0
+            return type("O", (), {"logits": logits})()
+
+        def generate(self, input_ids, max_new_tokens, **kw):
+            ids = input_ids
+            for _ in range(max_new_tokens):
+                ids = torch.cat([ids, self.forward(ids).logits[:, -1].argmax(-1, keepdim=True)], 1)
+            return ids
+
+    reqs = [("h0", 1, 2), ("h1", 3, 4)]
+    for think in (True, False):
+        lo, brk = m._refusal(Fixed("sorry"), enc, reqs, think)
+        assert (lo > 10).all() and not brk.any()
+        lo, brk = m._refusal(Fixed("w2"), enc, reqs, think)
+        assert (lo < -10).all() and not brk.any()
+        lo, brk = m._refusal(Fixed("Q"), enc, reqs, think)  # neither sorry nor a word: unparsable
+        assert brk.all()
+    lo, brk = m._refusal(Fixed("sorry", close=False), enc, reqs, True)  # the span never closes
+    assert brk.all()
+    ev = m._evaluate(Fixed("Q"), enc, reqs, [], with_math=False)
+    assert ev["mis"] == 0.0 and ev["broken"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_gemma3_real_model_path_smoke(tmp_path):
+    """``--set model=gemma-3-270m`` at smoke scale: refusal log-odds at the decision position, A_safe, RAS over
+    fine-tuning checkpoints (2 seeds x 3 conditions x 2 checkpoints, 2 steps each) and the three R_ claims."""
+    from iclr26.core.errors import MissingAssetError
+
+    try:
+        res = _run(tmp_path, model="gemma-3-270m", n_random=100)
+    except MissingAssetError as e:
+        pytest.skip(str(e))
+    by = {c.name: c for c in res.claims}
+    assert set(by) == {"R_C1", "R_C3_spearman", "R_C5"}
+    assert all(c.null is not None for c in res.claims)
+    assert by["R_C5"].estimate.unit == "template" and by["R_C3_spearman"].estimate.unit == "fine-tuning run"
+    assert res.metrics["real_checkpoints"] == 3 * 2 * 2 and res.metrics["real_asafe_size"] >= 1
+    # the few-shot base model prefers " Sorry" on the harmful prompts more than on their borderline paraphrases
+    assert res.metrics["real_base_logodds_harmful"] > res.metrics["real_base_logodds_border"]
+    recs = json.loads((tmp_path / "checkpoints_real.json").read_text())
+    assert all(math.isfinite(r["ras"]) and math.isfinite(r["dlogodds"]) for r in recs)
