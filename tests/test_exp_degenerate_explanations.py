@@ -41,9 +41,12 @@ def test_smoke_wires_everything(tmp_path):
             assert c.null is not None and c.trained, c.name
             assert c.estimate.unit in ("graph", "exact"), (c.name, c.estimate.unit)
     assert 0 <= by["C3_ba_motif_rej_honest"].null.value <= 1
-    for key in ("random_mask_fid_plus", "random_mask_est_rejection", "majority_class_acc"):
+    for key in ("random_mask_fid_plus", "random_same_size_est_rejection", "majority_class_acc"):
         assert key in res.metrics, key
-    assert "C5_natural_r0.1" in names
+    assert "C5_natural_r0.1" in names and "C5_ba_natural_r0.7" in names
+    assert "ba_natural_r0.7_motif_recall" in res.metrics
+    # the null arm of C3_rej_sufficient: random explanations of the honest R's own sizes
+    assert res.metrics["random_same_size_mean_R"] == pytest.approx(res.metrics["sufficient_mean_R_size"])
     assert all(np.isfinite(v) for v in res.metrics.values())
     for key in ("sufficient_fid_minus", "degenerate_est_rejection", "degenerate_est_frozen_rejection",
                 "natural_r0.1_gv_mass", "ba_motif_est_rejection", "ba_motif_random_mask_est_rejection",
@@ -68,6 +71,7 @@ def test_smoke_is_deterministic(tmp_path):
     (dict(n_train=490, n_val=10), "must leave test graphs"),
     (dict(n_min=9, n_max=4), "n_min=9 > n_max=4"),
     (dict(ba_graphs=5), "ba_graphs=5"),
+    (dict(d_min=5, d_max=2), "d_min=5 > d_max=2"),
     (dict(p_node=1.0), "p_node"),
     (dict(natural_priors=[1.5]), "natural_priors"),
 ])  # fmt: skip
@@ -75,3 +79,27 @@ def test_bad_config(over, match):
     cfg = dataclasses.replace(exp.Config(), **{**exp.PRESETS["smoke"], **over})
     with pytest.raises(UserError, match=match):
         check_config(cfg)
+
+
+def test_add_distractors_wires_label_irrelevant_nodes():
+    from iclr26.data.graphs import color_count_graphs
+
+    base = color_count_graphs(20, n_min=3, n_max=8, seed=2)
+    gs = exp.add_distractors(base, d_min=2, d_max=5, m=2, seed=3)
+    again = exp.add_distractors(base, d_min=2, d_max=5, m=2, seed=3)
+    assert all(torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x) for a, b in zip(gs, again, strict=True))
+    for b, g in zip(base, gs, strict=True):
+        n, k = b.x.shape[0] - 2, int(g.n_dist)
+        assert 2 <= k <= 5 and g.x.shape == (n + k + 2, 5)
+        assert torch.equal(g.x[:n, :4], b.x[:n]) and torch.equal(g.x[-2:, :4], b.x[-2:])  # markers stay last
+        assert torch.equal(g.x[n : n + k, exp.DISTRACTOR], torch.ones(k)) and g.x.sum(1).eq(1).all()
+        assert int(g.y) == int(b.y) and torch.equal(g.relevant, g.x[:, :2].sum(1).bool())
+        assert torch.equal(g.degenerate_target[-2:], b.degenerate_target[-2:])
+        ei = g.edge_index
+        assert not (ei >= n + k).any()  # markers stay isolated
+        # the coloured part is unchanged; every distractor has >= 1 edge and is wired into the graph
+        col = ei[:, (ei < n).all(0)]
+        assert sorted(map(tuple, col.t().tolist())) == sorted(map(tuple, b.edge_index.t().tolist()))
+        deg = torch.bincount(ei[0], minlength=n + k + 2)
+        assert (deg[n : n + k] >= 1).all()
+        assert set(map(tuple, ei.t().tolist())) == set(map(tuple, ei.flip(0).t().tolist()))  # undirected
