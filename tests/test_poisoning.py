@@ -263,3 +263,17 @@ def test_training_is_deterministic():
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     with pytest.raises(UserError, match="arch"):
         pm.make_cnn(1, (8, 8), 4, "resnet", seed=0)
+
+
+@pytest.mark.parametrize("defense", dfn.DEFENSES)
+def test_victim_training_stays_on_the_input_device(defense):
+    """Issue 27: every defense's victim training, feature reading and prediction run on ``meta`` (no data), so a
+    tensor built on the CPU and mixed with the batch (a mask, a PGD start, a shuffled index moved wrongly) or a
+    hard-coded ``.cpu()`` raises here; the outputs come back on the input's device."""
+    meta = torch.device("meta")
+    model = pm.FeatureCNN(1, (8, 8), 4).to(meta)
+    X, y = torch.zeros(6, 1, 8, 8, device=meta), torch.zeros(6, dtype=torch.long, device=meta)
+    dfn.train_with_defense(model, X, y, defense, epochs=1, batch_size=4, adv_eps=0.1, adv_steps=1)
+    assert all(p.device == meta for p in model.parameters())
+    assert tr.extract_features(model, X).device == meta and tr.predict(model, X).device == meta
+    assert dfn.pgd_attack(model, X, y, eps=0.1, steps=1, step_size=0.1).device == meta
