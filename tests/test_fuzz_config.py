@@ -193,6 +193,8 @@ _RUN_ELSEWHERE = {
     ("culture-neurons", "real_format", "letter"): "test_exp_culture_neurons.py::test_gemma3_culture_units",
     ("strategic-dishonesty", "model", "gemma-3-270m"):
         "test_exp_strategic_dishonesty.py::test_gemma3_instructed_pairs_probe",
+    ("reasoning-misalignment", "model", "gemma-3-270m"):
+        "test_exp_reasoning_misalignment.py::test_gemma3_real_model_path_smoke",
 }
 
 

@@ -117,7 +117,7 @@ PAPERS: tuple[Paper, ...] = (
           "arXiv 2509.00544",
           module=_exp("reasoning-misalignment"),
           library=("iclr26.interp.neurons", "iclr26.interp.interventions", "iclr26.interp.capture",
-                   "iclr26.lm.train", "iclr26.lm.organism", "iclr26.data.reasoning")),
+                   "iclr26.lm.train", "iclr26.lm.organism", "iclr26.lm.loading", "iclr26.data.reasoning")),
     Paper("P13", "functional-rectified-flow", "flows",
           "Flow Straight and Fast in Hilbert Space: Functional Rectified Flow", "arXiv 2509.10384",
           module=_exp("functional-rectified-flow"),

@@ -45,10 +45,13 @@ HEADLINE = "C3_effect_grows"
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
 #: seed-to-seed SDs measured at the default preset over training seeds 0, 1, 2 (``iclr26 run latent-planning
 #: --seeds 3``, docs/latent-planning.md); only claims whose SD is under a quarter of the seed-0 margin
-SEED_SPREAD = {"C1_zero_drop": 0.0059}  # 0.029 / 0.040 / 0.030
+# C1_zero_drop was decided on one seed (seed SD 0.006 over seeds 0-2 on one machine, under a quarter of the margin),
+# but on another machine of the same kind the same seed gave 0.085 [0.024, 0.166] against 0.029: the machine moved it
+# ten times further than the seeds did, so the recorded seed spread does not cover it and one seed decides nothing.
+SEED_SPREAD: dict[str, float] = {}
 EXPECTED = {
-    "C1_zero_drop": ("not held", "0.029 [0.003, 0.073] over 48 nouns, below the 0.10 gate; decided on one seed "
-                     "because the measured seed SD (0.006: 0.029 / 0.040 / 0.030) is under a quarter of the margin"),
+    "C1_zero_drop": ("inconclusive", "one training seed; 0.029 [0.003, 0.073] on the machine the seed spread was "
+                     "measured on, 0.085 [0.024, 0.166] on another (2026-12-07): the machine moves it more than seeds"),
     "C1_beats_random": ("inconclusive", "drop minus the 95th pct of 100 random sets (0.025): +0.005 [-0.028, 0.050] "
                         "straddles 0"),
     "C1_x5_not_lower": ("inconclusive", "one training seed: x5 lowers P(correct) by 0.208 [0.111, 0.306] (would be "
