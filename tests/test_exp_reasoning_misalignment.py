@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -162,6 +163,10 @@ def test_refusal_log_odds_at_decision_position():
 
 @pytest.mark.slow
 @pytest.mark.real
+@pytest.mark.skipif(os.environ.get("ICLR26_LONG_REAL_TESTS") != "1",
+                    reason="over 6 CPU-minutes on a 2-core machine (12 fine-tuned Gemma 3 270M checkpoints, each "
+                           "generating its thinking tokens): too long for `make test`'s 40-minute budget until it is "
+                           "cut down; run it with ICLR26_LONG_REAL_TESTS=1")
 def test_gemma3_real_model_path_smoke(tmp_path):
     """``--set model=gemma-3-270m`` at smoke scale: refusal log-odds at the decision position, A_safe, RAS over
     fine-tuning checkpoints (2 seeds x 3 conditions x 2 checkpoints, 2 steps each) and the three R_ claims."""
