@@ -91,6 +91,21 @@ def test_check_expected_both_directions():
     assert not any(e.startswith("C1") for e in check_expected(M, cl))
 
 
+def test_check_expected_accepts_the_verdicts_another_machine_gave():
+    class M:
+        __name__ = "m"
+        EXPECTED = {"C1": ("inconclusive", "0.46 [0.31, 0.61] on one machine, 0.40 [0.22, 0.58] on another", ("held",)),
+                    "C2": ("inconclusive", "", ("held",))}
+
+    held = [claim("C1", "a", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5)),
+            claim("C2", "b", E(0.9, 0.8, 1), ">", 0.5, null=exact(0.5))]
+    errs = check_expected(M, held)
+    assert not any(e.startswith("C1") for e in errs)  # held is one of C1's declared verdicts
+    assert any("EXPECTED['C2']" in e and "no reason" in e for e in errs)  # alternatives need their reason
+    not_held = [claim("C1", "a", E(0.1, 0.0, 0.2), ">", 0.5, null=exact(0.5))]
+    assert any(e.startswith("C1: expected 'inconclusive' or 'held', got 'not held'") for e in check_expected(M, not_held))
+
+
 def test_kind_follows_the_name():
     """The status table and EXPECTED know a claim by its name, so a statement saying 'control:' or 'sanity:'
     needs the matching ctrl_ / sanity_ name (a control once counted among the paper's claims in README)."""

@@ -19,6 +19,8 @@ END = "<!-- status:end -->"
 def _expected(module: Any) -> dict[str, tuple[str, str]]:
     out = {}
     for name, v in getattr(module, "EXPECTED", {}).items():
+        # (verdict, reason, also): also lists the verdicts other machines of the same kind gave; the table shows
+        # the declared verdict, and its reason names both machines' estimates
         out[name] = (v, "") if isinstance(v, str) else (v[0], v[1])
     return out
 

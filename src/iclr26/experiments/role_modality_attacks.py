@@ -48,13 +48,18 @@ HEADLINE = "C1"
 # One run seed trains `bases` base organisms (8 at default); the claims are decided over them
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
 EXPECTED = {
-    "C1": "held",  # 0.460 [0.310, 0.611] over 8 bases: the lower bound is 0.01 above the gate (docs)
+    # C1, C3_cos and C3_compose: the same code, seed and preset on a second machine of the same kind (2026-12-07)
+    # trained 8 other base organisms (its kernels act like another seed) and gave other verdicts; both are declared
+    "C1": ("held", "0.460 [0.310, 0.611] over 8 bases on one machine (the lower bound 0.01 above the gate); 0.399 "
+           "[0.215, 0.582], inconclusive, on another (null 0.031)", ("inconclusive",)),
     "C2": ("inconclusive", "1.50 [0.95, 2.05] over 8 base organisms straddles 2 (permutation null 0.56)"),
-    "C3_cos": "held",
+    "C3_cos": ("held", "0.72 over 8 bases on both machines; the null perturbation's cosine 0.18 on one, 0.40 "
+               "[0.19, 0.60] on the other, where it passes the 0.3 gate too (no power)", ("no power",)),
     "C3_specific": ("no power", "2.5 [0.7, 4.3] over 8 bases; the null perturbation's margin (0.64) is above 0 too"),
     "C3_spearman": ("no power", "0.90 [0.82, 0.98]; the benign shift's projection also orders the settings by ASR "
                     "(0.71): layout geometry alone passes"),
-    "C3_compose": ("inconclusive", "1.69 [1.19, 2.18] over 8 bases straddles 2 (permutation null 1)"),
+    "C3_compose": ("inconclusive", "1.69 [1.19, 2.18] over 8 bases straddles 2 on one machine; 1.44 [0.92, 1.96], "
+                   "not held, on another (permutation null 1)", ("not held",)),
     "C4": ("no power", "1.0 on 3 bases, and canonical-only training also removes the held-out attack (1.0)"),
     "C4_utility": ("no power", "-0.022 [-0.07, 0.03] on 3 bases; canonical-only training also keeps accuracy "
                    "(-0.040)"),
