@@ -64,12 +64,16 @@ SEEDS = {"smoke": 1, "default": 1, "paper": 3}
 #: sae-bias-latents --seeds 3``, docs/sae-bias-latents.md, "Three training seeds"); only claims whose SD is under a
 #: quarter of the seed-0 margin: C1 AUROC 0.804 / 0.831 / 0.803, C4 rank fraction 0.016 / 0.004 / 0.004, C5 vignette
 #: cut 0 / 0 / 0. They let the one-seed default decide these claims (claims.apply_seed_spread).
-SEED_SPREAD = {"C1_discovery_auroc": 0.016, "C4_attribution_top5pct": 0.0068, "C5_vignette_ablation": 0.0}
+# C1_discovery_auroc is no longer decided on one seed: a second machine of the same kind (2026-12-07) gave 0.849
+# [0.794, 0.899] where the seed spread was measured at 0.80, a move three times the seed SD (0.016)
+SEED_SPREAD = {"C4_attribution_top5pct": 0.0068, "C5_vignette_ablation": 0.0}
 EXPECTED = {
-    "C1_discovery_auroc": ("not held", "held-out AUROC by context 0.80 [0.74, 0.86] over 200 notes (seeds 0-2: 0.80 / "
-                           "0.83 / 0.80, SD 0.016); the unplanted organism 0.84 fails the gate too"),
+    "C1_discovery_auroc": ("inconclusive", "one training seed: held-out AUROC by context 0.80 [0.74, 0.86] over 200 "
+                           "notes on one machine, 0.85 [0.79, 0.90] on another (both would be not held against 0.9; "
+                           "seeds 0-2 on the first: 0.80 / 0.83 / 0.80); the unplanted organism 0.84 fails the gate too"),
     "C1_top_activations": ("inconclusive", "one training seed: 0.26 [0.13, 0.40] of the top 50 on / after a group-A "
-                           "form (would be not held); 0.84 and 1.00 at seeds 1 and 2 (docs)"),
+                           "form (would be not held); 0.84 and 1.00 at seeds 1 and 2 (docs); on another machine 0.90 "
+                           "[0.82, 0.98] with the unplanted organism at 1.0 (no power)", ("no power",)),
     "C2_stigma_vs_findings": ("inconclusive", "2.7 [1.0, 4.7] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
     "C2_stigma_vs_group_B_latent": ("inconclusive", "1.9 [0.7, 3.3] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
     "C3_steer_monotone": ("inconclusive", "one training seed: smallest step +0.034 [0.026, 0.042], unplanted "
@@ -78,7 +82,8 @@ EXPECTED = {
                            "held); -0.11 and -0.22 at seeds 1 and 2 (docs)"),
     "C3_group_token_rises": ("inconclusive", "one training seed: +0.019 (exact, 4 vignettes; would be held); -0.36 "
                              "and -0.30 at seeds 1 and 2 (docs)"),
-    "C4_attribution_top5pct": "held",
+    "C4_attribution_top5pct": ("held", "held on one machine; on another the unplanted organism's value 0.016 passes the "
+                               "gate too (0.006 [0.004, 0.006]): no power", ("no power",)),
     "C5_vignette_ablation": ("not held", "0.000 (exact) at seeds 0-2: the latent is silent on vignette prompts, "
                              "whose condition carries the group by context (P(A) = 0.85)"),
     "sanity_bias_planted": "held",
