@@ -115,7 +115,7 @@ def test_paper_names_its_library_modules(slug):
 
 @pytest.mark.parametrize("slug", IMPLEMENTED)
 def test_paper_declares_headline_and_expected_verdicts(slug):
-    from iclr26.claims import VERDICTS, claim_kind
+    from iclr26.claims import VERDICTS, claim_kind, expected_entry
 
     mod = registry.get(slug).load()
     head = getattr(mod, "HEADLINE", None)
@@ -124,9 +124,9 @@ def test_paper_declares_headline_and_expected_verdicts(slug):
     assert isinstance(expected, dict) and expected, f"{slug}: no EXPECTED verdicts"
     assert head in expected and claim_kind(head) == "paper", f"{slug}: HEADLINE {head!r} is not a declared paper claim"
     for name, v in expected.items():
-        verdict, reason = (v, "") if isinstance(v, str) else v
-        assert verdict in VERDICTS, (name, verdict)
-        assert verdict == "held" or reason.strip(), f"{slug}: {name} is {verdict!r} without a reason"
+        verdict, reason, also = expected_entry(v)
+        assert verdict in VERDICTS and set(also) <= set(VERDICTS) and verdict not in also, (name, verdict, also)
+        assert (verdict == "held" and not also) or reason.strip(), f"{slug}: {name} is {verdict!r} without a reason"
     seeds = getattr(mod, "SEEDS", {})
     assert set(seeds) <= set(registry.PRESET_NAMES) and all(int(n) >= 1 for n in seeds.values())
 

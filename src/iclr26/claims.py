@@ -300,6 +300,16 @@ def summary_counts(claims: list[dict[str, Any]]) -> ClaimCounts:
     return ClaimCounts(claims)
 
 
+def expected_entry(v: Any) -> tuple[str, str, tuple[str, ...]]:
+    """One ``EXPECTED`` value as ``(verdict, reason, also)``: ``"held"``, ``(verdict, reason)`` or
+    ``(verdict, reason, also)``, where ``also`` lists the verdicts another machine of the same kind gave."""
+    if isinstance(v, str):
+        return v, "", ()
+    if not isinstance(v, tuple | list) or len(v) not in (2, 3):
+        raise ValueError(f"an EXPECTED value must be a verdict or (verdict, reason[, also]); got {v!r}")
+    return str(v[0]), str(v[1]), tuple(v[2]) if len(v) == 3 else ()
+
+
 def check_expected(module: Any, claims: list[Claim]) -> list[str]:
     """Differences between a run's gated verdicts and the module's ``EXPECTED`` declaration (both ways).
 
@@ -316,7 +326,7 @@ def check_expected(module: Any, claims: list[Claim]) -> list[str]:
     want: dict[str, tuple[str, ...]] = {}
     errs = []
     for name, v in expected.items():
-        verdict, reason, also = (v, "", ()) if isinstance(v, str) else (v[0], v[1], tuple(v[2]) if len(v) > 2 else ())
+        verdict, reason, also = expected_entry(v)
         for one in (verdict, *also):
             if one not in VERDICTS:
                 errs.append(f"EXPECTED[{name!r}] = {one!r}: not one of {VERDICTS}")
