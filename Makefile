@@ -50,10 +50,10 @@ demo: provision
 	$(BIN)/iclr26 run all --preset $(PRESET) --out $(OUT)
 
 test: $(VENV)/.installed-test provision
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1 --durations=25 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed-test
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1 -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load -m "not slow" $(PYTEST_ARGS)
 
 # Every paper's smoke preset with --device cuda, library components and the real model on CUDA against the CPU
 # (tests/test_gpu.py). Fails up front without a CUDA device (the gpu tests would all be skipped); names the card,

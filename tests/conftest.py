@@ -32,7 +32,7 @@ def _seed_everything():
 # The longest tests (seconds on the 2-core CI machine, worker-time, measured 2026-12-05 on a cold clone): started first so
 # that two xdist workers do not end on one long test while the other idles. The scheduler below hands out the list in
 # this order, one unit at a time, to whichever worker has at most two tests pending. Order only; nothing depends on it.
-_LONG_FIRST = ("[humof]", "[role-modality-attacks]", "[strategic-dishonesty]", "[sae-seeds]",
+_LONG_FIRST = ("[role-modality-attacks]", "[humof]", "[degenerate-explanations]", "[strategic-dishonesty]", "[sae-seeds]",
                "[fdfi]", "[culture-neurons]", "[latent-planning]", "[functional-rectified-flow]", "[ptq-meta-weighting]", "[mi-ue]",
                "[nufilt]", "[reasoning-misalignment]", "test_lm_variant_larger", "[rangeformer]",
                "[composable-subnetworks]", "[sae-bias-latents]", "test_gemma3_culture_units", "[hyper-set]")

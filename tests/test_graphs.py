@@ -528,3 +528,26 @@ def test_metrics_on_a_pyg_batch_keep_edge_attr_and_pos():
         assert a.shape == b.shape and torch.allclose(a, b, atol=1e-6), name
     # the model's output depends on edge_attr and pos, so dropping or shuffling them would show in EST
     assert (runs["est"](batch) > 0).any()
+
+
+def test_training_batches_equal_torch_geometric_dataloader():
+    """The hand-collated training batches (segnn._loader) are the DataLoader's: same order, equal tensors."""
+    from torch_geometric.loader import DataLoader
+
+    from iclr26.experiments.degenerate_explanations import add_distractors
+    from iclr26.graphs.segnn import _Batches, _loader
+
+    graphs = add_distractors(color_count_graphs(23, seed=3), d_min=0, d_max=3, seed=1)
+    for seed, bs, shuffle in ((0, 5, True), (7, 64, True), (11, 4, False), (2, 1, True)):
+        fast = _loader(graphs, bs, seed, shuffle)
+        assert isinstance(fast, _Batches) and len(fast) == -(-len(graphs) // bs)
+        ref = DataLoader(graphs, batch_size=bs, shuffle=shuffle, generator=torch.Generator().manual_seed(seed))
+        got, want = list(fast), list(ref)
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert n_graphs_of(a) == n_graphs_of(b) == b.num_graphs
+            for key in (*b.keys(), "batch", "ptr"):
+                assert torch.equal(a[key], b[key]) and a[key].dtype == b[key].dtype, key
+    # graphs torch-geometric collates specially (an extra *_index key, a non-tensor attribute) keep its DataLoader
+    odd = [Data(x=g.x, edge_index=g.edge_index, y=g.y, name="g") for g in graphs[:4]]
+    assert isinstance(_loader(odd, 2, 0), DataLoader)

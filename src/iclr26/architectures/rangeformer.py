@@ -369,7 +369,7 @@ def train_logdet(model: nn.Module, sample_batch: Callable[[np.random.Generator, 
         raise UserError(f"train_logdet: loss must be one of {', '.join(LOSSES)}, got {loss!r}")
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     lossf = LOSSES[loss]
     is_rf = isinstance(model, RangeFormer)

@@ -177,7 +177,7 @@ def fit(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, epochs: int, lr: 
         raise UserError(f"X and y must be non-empty and of equal length; got {len(X)} and {len(y)}")
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise UserError(f"epochs={epochs}, batch_size={batch_size} must be >= 1 and lr={lr} > 0")
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     steps_per = math.ceil(len(X) / batch_size)
     total, warm = epochs * steps_per, max(1, int(warmup_epochs * steps_per))
 

@@ -330,7 +330,7 @@ def train_ddpm(
     sched = model.train_scheduler()
     acp = sched.alphas_cumprod.to(x0)  # [T]
     g = make_generator(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     lr_sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=lr * 0.05)
     ema = copy.deepcopy(model).eval().requires_grad_(False) if ema_decay > 0 else None
     model.train()

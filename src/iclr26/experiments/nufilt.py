@@ -212,7 +212,7 @@ def _accuracy(backbone: nn.Module, head: nn.Module, X: torch.Tensor, y: torch.Te
 def _finetune(base: MLP, head: nn.Module, X: torch.Tensor, y: torch.Tensor, cfg: Config, seed: int) -> MLP:
     model = MLP(cfg.in_dim, cfg.hidden)
     model.load_state_dict(base.state_dict())
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.ft_lr)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.ft_lr, foreach=True)
     gen = make_generator(seed)
     for _ in range(cfg.epochs):
         perm = torch.randperm(X.shape[0], generator=gen)

@@ -82,7 +82,7 @@ def adam_regression(
     left in train mode. Returns the per-step losses."""
     if lr_schedule not in ("constant", "cosine"):
         raise UserError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     sched = (
         torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1)) if lr_schedule == "cosine" else None
     )

@@ -99,7 +99,7 @@ def train_transcoder(
         ratio = (Y - Y.mean(0)).norm(dim=1).mean() / X.norm(dim=1).mean().clamp_min(1e-6)
         tc.W_enc_T.copy_(E / E.norm(dim=1, keepdim=True) * 0.5 * ratio)
         tc.b_dec.copy_(Y.mean(0))
-    opt = torch.optim.Adam(tc.parameters(), lr=lr)
+    opt = torch.optim.Adam(tc.parameters(), lr=lr, foreach=True)
     var = (Y - Y.mean(0)).pow(2).sum(1).mean().clamp_min(1e-12)
     B = min(batch_size, N)
     perm, at = torch.randperm(N, generator=gen), 0

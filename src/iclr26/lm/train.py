@@ -144,7 +144,7 @@ def train_lm(
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas)
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas, foreach=True)
 
     def lr_at(step: int) -> float:
         if warmup and step < warmup:

@@ -179,7 +179,7 @@ def nufilt_step(
     losses: list[float] = []
     if do_solve:
         params = [p for layer in layers for p in (layer.A, layer.B)]
-        opt = torch.optim.Adam(params, lr=lr)
+        opt = torch.optim.Adam(params, lr=lr, foreach=True)
         with torch.enable_grad():
             for _ in range(steps):
                 loss = sum(layer.loss(lambda1, lambda2) for layer in layers)

@@ -404,7 +404,7 @@ def fit(model: HumofModel, data: dict[str, torch.Tensor], *, steps: int, batch: 
         raise UserError("fit: no training windows")
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / steps)
     log = TrainLog()
     import time

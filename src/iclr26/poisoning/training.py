@@ -145,7 +145,7 @@ def train_classifier(
     check_images(X, y)
     if epochs < 0 or batch_size < 1:
         raise UserError(f"epochs must be >= 0 and batch_size >= 1; got {epochs}, {batch_size}")
-    opt = optimizer if optimizer is not None else torch.optim.Adam(model.parameters(), lr=lr)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     g = make_generator(seed)
     dev = model_device(model)
     model.train()

@@ -192,7 +192,7 @@ def make_unlearnable(
 
     model = copy.deepcopy(source_model)
     dev = model_device(model)  # perturbations are optimised on the model's device, returned on X's
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     delta = torch.zeros_like(X)
     history: list[dict[str, float]] = []
     alphas = step_sizes(eps, epochs, alpha_start, alpha_end)

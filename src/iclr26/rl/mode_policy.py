@@ -89,7 +89,7 @@ def train_mode_policy(env: NegotiationEnv, *, estimator: str = "ampo", gate: str
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     policy = ModePolicy(env.FEATURES)
-    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr, foreach=True)
     trace = PolicyTrace()
     groups = torch.arange(states).repeat_interleave(samples)  # [states * samples], consecutive groups
 
