@@ -23,6 +23,7 @@ from iclr26.core.config import apply_overrides, check_config, config_to_dict
 from iclr26.core.device import resolve_device
 from iclr26.core.errors import UserError
 from iclr26.core.io import atomic_write_text
+from iclr26.core.progress import quiet_library_bars
 from iclr26.core.seed import seed_everything
 from iclr26.runs import Result, RunContext, env_info, finalize_run_dir, staging_dir
 
@@ -93,6 +94,7 @@ def run_paper(slug: str, *, preset: str = "default", out: str | Path = "runs",
     from iclr26.claims import apply_seed_spread, combine_seeds
 
     use_agg_backend()
+    quiet_library_bars()
     module = registry.get(slug).load()
     cfg = check_config(cfg) if cfg is not None else build_config(slug, preset, overrides)
     n_seeds = preset_seeds(module, preset) if seeds is None else int(seeds)

@@ -82,6 +82,9 @@ def _init_worker(threads: int, log_level: int, common: bytes | None, sys_path: l
             sys.path.insert(0, p)
     _IN_WORKER = True
     os.environ.setdefault("ICLR26_PROGRESS", "0")  # several bars on one terminal line are unreadable
+    from iclr26.core.progress import quiet_library_bars
+
+    quiet_library_bars()
     _set_threads(threads)
     if log_level <= logging.INFO and not logging.getLogger().handlers:
         logging.basicConfig(level=log_level, format=f"%(name)s[w{os.getpid()}]: %(message)s")
