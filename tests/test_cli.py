@@ -328,3 +328,20 @@ def test_threads_flag_wins_and_is_recorded(tmp_path, fake_paper, capsys):
     assert env["cache"] == {"fake-model": {"hit": False, "build_seconds": 0.5}}
     _one_line_error(capsys, ["run", "fake-paper", "--threads", "0"], "positive integer")
     _one_line_error(capsys, ["run", "fake-paper", "--seeds", "x"], "positive integer")
+
+
+def test_default_run_says_whether_its_verdicts_match_expected(tmp_path, capsys, fake_paper, monkeypatch):
+    """`make demo` (run all --preset default) compares each declared run with EXPECTED: a match is said, a
+    difference is a loud line in the summary; a run with --set is not the declared run and is not compared."""
+    from iclr26 import registry
+
+    fake = registry.get("fake-paper").load()
+
+    assert cli.main(["run", "fake-paper", "--preset", "default", "--out", str(tmp_path)]) == 0
+    assert "verdicts as the README declares them" in capsys.readouterr().out
+    monkeypatch.setitem(fake.EXPECTED, "C1", ("not held", "planted difference"))
+    assert cli.main(["run", "fake-paper", "--preset", "default", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "verdicts differ from the README's (EXPECTED): C1: expected 'not held', got 'held'" in out
+    assert cli.main(["run", "fake-paper", "--preset", "default", "--out", str(tmp_path), "--set", "n=60"]) == 0
+    assert "README" not in capsys.readouterr().out

@@ -204,6 +204,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"run dir: {run_dir}", flush=True)
         env = json.loads((run_dir / "env.json").read_text())
         loud = missing_asset_lines(env.get("missing_assets") or [])
+        if args.preset == "default" and args.seed == 0 and args.seeds is None and not per_slug[slug]:
+            # the run the README's status table declares: say whether this machine gave the same verdicts
+            from iclr26.claims import check_expected
+
+            diffs = check_expected(registry.get(slug).load(), result.claims)
+            if diffs:
+                loud.append(f"verdicts differ from the README's (EXPECTED): {'; '.join(diffs)}")
+            else:
+                print("  verdicts as the README declares them (EXPECTED)", flush=True)
         for line in loud:
             print(f"  !! {line}", flush=True)
         rows.append({"slug": slug, "status": "ok", "headline": head, "held": n.paper_text(), "reported": str(n.paper_reported), "checks": n.checks_text(),

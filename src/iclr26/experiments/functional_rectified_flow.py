@@ -266,7 +266,13 @@ def _data(cfg: Config, seed: int) -> tuple[_Data, dict[str, float]]:
 
 
 def _evaluate(x: Tensor, real: Tensor, data: _Data, cfg: Config) -> dict[str, float]:
-    """Metrics on the real grid; the spectrum is compared on the training band 1..grid/2."""
+    """Metrics on the real grid; the spectrum is compared on the training band 1..grid/2. Samples of a flow
+    whose training diverged (non-finite values, e.g. at lr = 1) get NaN metrics, so the claims that read them are
+    undecided instead of the run failing inside the mode classifier."""
+    if not bool(torch.isfinite(x).all()):
+        log.warning("functional-rectified-flow: %d of %d samples are not finite (training diverged?); their "
+                    "metrics are NaN", int((~torch.isfinite(x)).any(dim=1).sum()), x.shape[0])
+        return dict.fromkeys(("density", "spectrum", "mmd", "mode_err"), float("nan"))
     return {
         "density": value_density_mse(x, real),
         "spectrum": spectrum_mse(x, real, kmax=cfg.grid // 2),
