@@ -212,18 +212,25 @@ class _Batches:
                 out[k] = torch.cat([g.edge_index + o for g, o in zip(part, offsets.tolist(), strict=True)], dim=1)
             else:
                 out[k] = torch.cat([g[k] for g in part], dim=0)
-        counts = torch.tensor(sizes, dtype=torch.long)
-        out["batch"] = torch.repeat_interleave(torch.arange(len(part)), counts)
-        out["ptr"] = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+        dev = part[0].x.device  # batch and ptr live where the graphs do, as in torch-geometric's Batch
+        counts = torch.tensor(sizes, dtype=torch.long, device=dev)
+        out["batch"] = torch.repeat_interleave(torch.arange(len(part), device=dev), counts)
+        out["ptr"] = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), counts.cumsum(0)])
         return GraphBatch(out, len(part))
 
 
-def _loader(graphs: list, batch_size: int, seed: int, shuffle: bool = True):
+_CHECK = object()
+
+
+def _loader(graphs: list, batch_size: int, seed: int, shuffle: bool = True, keys: list[str] | None | object = _CHECK):
+    """One epoch's batches. ``keys``: :func:`_plain_tensor_graphs` of ``graphs`` when the caller has it (the
+    training loops check the graphs once, not every epoch)."""
     if not graphs:
         raise UserError("no training graphs given")
     if batch_size < 1:
         raise UserError(f"batch_size={batch_size}: must be >= 1")
-    keys = _plain_tensor_graphs(graphs)
+    if keys is _CHECK:
+        keys = _plain_tensor_graphs(graphs)
     if keys is not None:
         return _Batches(graphs, keys, batch_size, seed, shuffle)
     from torch_geometric.loader import DataLoader
@@ -239,11 +246,12 @@ def pretrain_extractor(model: SEGNN, graphs: list, target: str, *, epochs: int =
         raise UserError(f"graphs have no node attribute {target!r} to use as the extractor target")
     params = list(model.ext_layers.parameters()) + list(model.ext_head.parameters())
     opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    keys = _plain_tensor_graphs(graphs)
     losses = []
     model.train()
     for _ in range(epochs):
         tot = 0.0
-        for b in _loader(graphs, batch_size, seed + len(losses)):
+        for b in _loader(graphs, batch_size, seed + len(losses), keys=keys):
             loss = F.binary_cross_entropy_with_logits(model.extract_logits(b), b[target].float())
             opt.zero_grad()
             loss.backward()
@@ -265,10 +273,11 @@ def train_classifier(model: SEGNN, graphs: list, *, epochs: int = 40, lr: float 
                      seed: int = 0) -> list[float]:  # fmt: skip
     """Fit the classifier on the frozen extractor's hard selection (cross-entropy); returns losses."""
     opt = torch.optim.Adam(_classifier_params(model), lr=lr, foreach=True)
+    keys = _plain_tensor_graphs(graphs) if graphs else None
     losses = []
     for _ in range(epochs):
         tot = 0.0
-        for b in _loader(graphs, batch_size, seed + 1000 + len(losses)):
+        for b in _loader(graphs, batch_size, seed + 1000 + len(losses), keys=keys):
             with torch.no_grad():
                 mask = model.hard(model.extract(b))
             loss = F.cross_entropy(model.classify_logits(b, mask), b.y.view(-1))
@@ -290,11 +299,12 @@ def train_gsat(model: SEGNN, graphs: list, *, r: float = 0.7, beta: float = 1.0,
         raise UserError(f"temperature={temperature}: must be > 0")
     opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     gen = torch.Generator().manual_seed(seed + 77)
+    keys = _plain_tensor_graphs(graphs) if graphs else None
     losses = []
     model.train()
     for _ in range(epochs):
         tot = 0.0
-        for b in _loader(graphs, batch_size, seed + 2000 + len(losses)):
+        for b in _loader(graphs, batch_size, seed + 2000 + len(losses), keys=keys):
             logit = model.extract_logits(b)
             u = torch.rand(logit.shape, generator=gen).clamp(1e-6, 1 - 1e-6)
             s_relaxed = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / temperature)
