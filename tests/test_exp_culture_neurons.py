@@ -191,7 +191,7 @@ class _FixedLogits(torch.nn.Module):
 
 def test_general_cloze_is_frame_matched_and_well_formed():
     items = D.general_cloze(seed=3)
-    assert len(items) == sum(len(f) for _, f, _ in D.GENERAL_FACTS.values()) == 59
+    assert len(items) == sum(len(f) for _, f, _ in D.GENERAL_FACTS.values()) == 120
     for it in items:
         frame, facts, _pool = D.GENERAL_FACTS[it.relation]
         gold = it.options[it.gold].strip()

@@ -61,9 +61,8 @@ HEADLINE = "C1_selective"
 # three organisms
 SEEDS = {"smoke": 1, "default": 1, "paper": 3}
 EXPECTED: dict[str, Any] = {
-    "C1_selective": ("inconclusive", "-0.003 [-0.14, 0.13] over 49 countries and 59 non-cultural facts: the units "
-                     "cost country facts (0.167) and non-cultural facts (0.169) alike; the upper end just reaches "
-                     "0.12"),
+    "C1_selective": ("not held", "0.000 [-0.124, 0.118] over 49 countries and 120 non-cultural facts: the units "
+                     "cost country facts (0.167) and non-cultural facts (0.167) alike"),
     "C1_cultural_drop": ("inconclusive", "0.167 [0.081, 0.253] over 49 countries straddles 0.15 (random sets: 0.001)"),
     "C1_above_random": "held",
     "C1_nlu_kept": ("not held", "antonyms lose 0.20 [0.075, 0.325] (random sets 0.0025)"),
@@ -140,7 +139,9 @@ def plan(cfg: Config) -> dict:
         if cfg.real_format == "letter":
             secs, basis = 327 + 12 * max(0, cfg.real_n_random - 5), "letter format: 327 s measured with 5 random sets"
         else:
-            secs, basis = 46 + 4 * cfg.real_n_random, "cloze: 126 s measured with 20 random sets, 4 s per set"
+            # 126 s measured with 59 non-cultural facts; the 120-fact set makes each evaluation 232 items, not 171
+            secs, basis = 46 + 5.5 * cfg.real_n_random, ("cloze: 126 s measured with 20 random sets and 59 "
+                                                         "non-cultural facts, scaled to 120 facts")
         cost = p.measured_time(secs, f"docs/culture-neurons.md, {basis}, quiet 2-core machine, 1 thread, Gemma "
                                "already dequantized")
         needs, notes = [p.gemma_270m()], ["peak memory ~2.8 GB (cloze) / 3.9 GB (letter) of RAM, measured"]
@@ -191,10 +192,12 @@ def _organism(cfg: Config, world: CultureWorld, seed: int):
 
 
 @torch.no_grad()
-def _correct(model, batch, gold, choices=None) -> np.ndarray:
+def _correct(model, batch, gold, choices=None, gaps: list | None = None) -> np.ndarray:
     """Greedy next token at each row's last real position == gold.
 
-    ``choices``: argmax restricted to those ids, either one list for every row or one row of ids per example."""
+    ``choices``: argmax restricted to those ids, either one list for every row or one row of ids per example.
+    ``gaps``: if given, each row's logit gap between its best and second-best choice is appended (how far the
+    decision is from flipping under another machine's rounding)."""
     out = []
     B = 64
     n = batch["input_ids"].shape[0]
@@ -209,6 +212,10 @@ def _correct(model, batch, gold, choices=None) -> np.ndarray:
         else:
             ch = ch_all[s:s + B]
             pred = ch.gather(1, row.gather(1, ch).argmax(-1, keepdim=True)).squeeze(1).numpy()
+        if gaps is not None and ch_all is not None:
+            cl = row[:, ch_all] if ch_all.dim() == 1 else row.gather(1, ch_all[s:s + B])
+            top2 = cl.topk(2, dim=-1).values
+            gaps.append((top2[:, 0] - top2[:, 1]).numpy())
         out.append(pred == np.asarray(gold)[s:s + B])
     return np.concatenate(out)
 
@@ -681,19 +688,26 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
         prompts, _, gold, choices = _real_items(tok, v, "cloze" if k == "general" else cfg.real_format, letter_ids)
         enc[k] = (_real_batches(tok, prompts, bs), gold, choices)
 
-    def evaluate_rows(units=None, keys=tuple(evalsets)):  # per item: correct (1.0) or not
+    gaps: dict[tuple[str, str], np.ndarray] = {}  # (evaluation, set) -> each decision's gap between its best two
+
+    def evaluate_rows(units=None, keys=tuple(evalsets), label="random"):  # per item: correct (1.0) or not
         def one():
-            return {k: np.concatenate([_correct(model, b, enc[k][1][i * bs:(i + 1) * bs],
-                                                enc[k][2][i * bs:(i + 1) * bs])
-                                       for i, b in enumerate(enc[k][0])]).astype(float) for k in keys}
+            out = {}
+            for k in keys:
+                g: list[np.ndarray] = []
+                out[k] = np.concatenate([_correct(model, b, enc[k][1][i * bs:(i + 1) * bs],
+                                                  enc[k][2][i * bs:(i + 1) * bs], g)
+                                         for i, b in enumerate(enc[k][0])]).astype(float)
+                gaps[(label, k)] = np.concatenate([gaps.get((label, k), np.zeros(0)), *g])
+            return out
 
         if units is None:
             return one()
         with edit_unit_set(model, layout, units, factor=0.0):
             return one()
 
-    clean_rows = evaluate_rows()
-    supp_rows = evaluate_rows(general)
+    clean_rows = evaluate_rows(label="clean")
+    supp_rows = evaluate_rows(general, label="selected")
     rnd_keys = ("test", "general", "nlu")  # the neuron split is reported for clean / suppressed only
     rnd_rows = [evaluate_rows(random_units(layout, n_gen, seed=ctx.seed * 1000 + r), rnd_keys)
                 for r in progress(range(cfg.real_n_random), desc="random unit sets")]
@@ -702,6 +716,16 @@ def _run_real(cfg: Config, ctx: RunContext) -> Result:
                                  "n_neuron_items": float(len(neuron)), "n_test_items": float(len(test)),
                                  "n_general_items": float(len(general_set)),
                                  "general_mlp": float(counts["mlp.gate"].sum())}
+    # Nothing is trained on this path, so another machine can change a verdict only by flipping a near-tied
+    # decision (fp32 logits differ between kernels by ~1e-4). The headline rests on the clean and selected-units
+    # decisions on the country and non-cultural facts; their smallest gap says how far it is from such a flip.
+    allgaps = np.concatenate(list(gaps.values()))
+    head = np.concatenate([gaps[(e, k)] for e in ("clean", "selected") for k in ("test", "general")])
+    metrics.update({"decision_gap_min": float(allgaps.min()),
+                    "decisions_gap_below_0.01": float((allgaps < 0.01).sum()),
+                    "n_decisions": float(allgaps.size), "headline_decision_gap_min": float(head.min()),
+                    "headline_decisions_gap_below_0.01": float((head < 0.01).sum()),
+                    "n_headline_decisions": float(head.size)})
     drops = {k: clean_rows[k] - supp_rows[k] for k in evalsets}  # per item: 1 = lost, -1 = gained
     rdrops = {k: np.stack([clean_rows[k] - r[k] for r in rnd_rows]) for k in rnd_keys}  # [sets, items]
     for k in evalsets:
