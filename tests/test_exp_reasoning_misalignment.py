@@ -164,9 +164,9 @@ def test_refusal_log_odds_at_decision_position():
 @pytest.mark.slow
 @pytest.mark.real
 @pytest.mark.skipif(os.environ.get("ICLR26_LONG_REAL_TESTS") != "1",
-                    reason="over 6 CPU-minutes on a 2-core machine (12 fine-tuned Gemma 3 270M checkpoints, each "
-                           "generating its thinking tokens): too long for `make test`'s 40-minute budget until it is "
-                           "cut down; run it with ICLR26_LONG_REAL_TESTS=1")
+                    reason="17 minutes at one thread on a 2-core machine (12 fine-tuned Gemma 3 270M checkpoints, "
+                           "each generating its thinking tokens): too long for `make test`'s 40-minute budget; run "
+                           "it with ICLR26_LONG_REAL_TESTS=1 (passed 2026-12-07 in 1,024 s)")
 def test_gemma3_real_model_path_smoke(tmp_path):
     """``--set model=gemma-3-270m`` at smoke scale: refusal log-odds at the decision position, A_safe, RAS over
     fine-tuning checkpoints (2 seeds x 3 conditions x 2 checkpoints, 2 steps each) and the three R_ claims."""
@@ -185,3 +185,22 @@ def test_gemma3_real_model_path_smoke(tmp_path):
     assert res.metrics["real_base_logodds_harmful"] > res.metrics["real_base_logodds_border"]
     recs = json.loads((tmp_path / "checkpoints_real.json").read_text())
     assert all(math.isfinite(r["ras"]) and math.isfinite(r["dlogodds"]) for r in recs)
+
+
+def test_m_grid_continues_until_the_rule_can_stop():
+    """A_safe's rule is "the smallest m with |A_safe| >= min_fraction": the grid must reach every neuron (where
+    the intersection is all of them) instead of ending on an empty set, as the 8..512 grid did on Gemma 3 270M."""
+    assert m._m_grid([8, 16, 512], 36_864) == [8, 16, 512, 1024, 2048, 4096, 8192, 16384, 32768, 36_864]
+    assert m._m_grid([4, 64], 64) == [4, 64]
+    assert m._m_grid([300], 128) == [128]
+    # disjoint top-m sets (each pair prefers its own units): nothing on the configured grid reaches 1 %, the
+    # continued grid stops at the first m whose intersection does
+    K, U = 6, 400
+    pos = torch.zeros(K, U)
+    for k in range(K):
+        pos[k, k * 10:(k + 1) * 10] = 5.0
+    pos += torch.linspace(0, 1, U)  # a shared ranking below the private units
+    from iclr26.interp.neurons import smallest_m_on_grid
+
+    sets = smallest_m_on_grid(pos, torch.zeros(K, U), m._m_grid([8], U), min_fraction=0.01)
+    assert len(sets.safe) >= 4 and sets.m == 16

@@ -108,7 +108,8 @@ class Config:
     n_math: int = param(60, "math prompts for accuracy", low=4, high=100_000)
     n_pairs: int = param(40, "borderline/harmful counterfactual pairs for A_safe", low=2, high=10_000)
     m_grid: list[int] = param([8, 16, 32, 64, 128, 256, 512], "top-m grid; the smallest m with |A_safe| >= "
-                              "min_fraction of neurons is used", min_len=1, max_len=32, elem_low=1,
+                              "min_fraction of neurons is used (past its end the grid doubles up to all "
+                              "neurons)", min_len=1, max_len=32, elem_low=1,
                               elem_high=1_000_000)
     min_fraction: float = param(0.01, "least fraction of all neurons A_safe must hold", low=0.0, high=1.0,
                                 low_open=True)
@@ -150,8 +151,9 @@ def plan(cfg: Config) -> dict:
 
     if cfg.model == "gemma-3-270m":
         return {"needs": [p.gemma_270m()], "device": "cpu", "gpu_memory_gb": None,
-                **p.measured_time(300, "the smoke-scale real test (2 seeds x 3 conditions x 2 steps), Gemma cached, "
-                                  "load ~15", cfg.ft_seeds * cfg.real_steps / 4, "fine-tuning runs x steps"),
+                **p.measured_time(1024, "the smoke-scale real test (2 seeds x 3 conditions x 2 steps), Gemma cached, "
+                                  "one thread, alone on a 2-core machine, 2026-12-07",
+                                  cfg.ft_seeds * cfg.real_steps / 4, "fine-tuning runs x steps"),
                 "notes": ["real-model path: Gemma 3 270M base, few-shot refusal prompt; not part of the default"]}
     return {
         "needs": [], "device": "cpu", "gpu_memory_gb": None,
@@ -445,7 +447,7 @@ def _run(cfg: Config, ctx: RunContext) -> Result:
             dst.append(p + _greedy(base, [p], 8)[0])  # request + the model's own response
     acts_pos, layout = max_pooled_activations(base, _chunks(pos_txt), sites)
     acts_neg, _ = max_pooled_activations(base, _chunks(neg_txt), sites)
-    sets = smallest_m_on_grid(acts_pos, acts_neg, cfg.m_grid, min_fraction=cfg.min_fraction)
+    sets = smallest_m_on_grid(acts_pos, acts_neg, _m_grid(cfg.m_grid, U), min_fraction=cfg.min_fraction)
     safe = sets.safe
     n_safe = len(safe)
     metrics.update({"asafe_m": sets.m, "asafe_size": n_safe, "asafe_soft_size": len(sets.soft),
@@ -888,6 +890,18 @@ def _figures(ctx, recs, ev0, flags, drop_flag, drop_rand, d_safe, d_rand, cfg) -
 
 
 # ---------------------------------------------------------------------------------------------- real model
+def _m_grid(grid: list[int], U: int) -> list[int]:
+    """The configured top-m grid (capped at U), continued by doublings up to U.
+
+    The rule is "the smallest m with |A_safe| >= min_fraction of the neurons"; a fixed grid can end before any m
+    reaches it (on Gemma 3 270M the intersection of 24 pairs' top-512 sets is empty), and a set smaller than the
+    rule asks would be a silent fallback. At m = U every neuron is in every top-m set, so the rule always stops."""
+    g = sorted({min(int(m), U) for m in grid})
+    while g[-1] < U:
+        g.append(min(2 * g[-1], U))
+    return g
+
+
 @torch.no_grad()
 def _real_refusal(model, tok, requests: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Gemma path: teacher-forced log-odds of refusing at the decision position (the token after ``Assistant:`` in
@@ -942,9 +956,8 @@ def _run_gemma(cfg: Config, ctx: RunContext) -> Result:
     a_pos, layout = pooled(model, [R.real_prompt(q) for q in harm])
     a_neg, _ = pooled(model, [R.real_prompt(q) for q in border])
     U = a_pos.shape[1]
-    grid = [m for m in cfg.m_grid if m <= U]
-    sets = smallest_m_on_grid(a_pos, a_neg, grid, min_fraction=cfg.min_fraction)
-    safe = sets.safe if len(sets.safe) else torch.arange(1)
+    sets = smallest_m_on_grid(a_pos, a_neg, _m_grid(cfg.m_grid, U), min_fraction=cfg.min_fraction)
+    safe = sets.safe
     rand_sets = [torch.as_tensor(rng.choice(U, size=len(safe), replace=False)) for _ in range(cfg.n_random)]
     metrics.update({"real_asafe_m": sets.m, "real_asafe_size": len(sets.safe), "real_neurons": U})
 
