@@ -381,3 +381,48 @@ def test_trainer_user_errors():
         SAETrainer(8, k=2, batch_size=128).fit(torch.randn(64, 4))
     with pytest.raises(UserError):
         SAETrainer(8, k=2).transform(torch.randn(3, 4))
+
+
+def test_trainer_workspace_is_bit_identical_to_allocating_path(monkeypatch):
+    """SAETrainer reuses its pre-activation buffer and adds the weight gradients into the kept ``.grad`` tensors
+    (TopKWorkspace). Same weights, bit for bit, as the allocating path, with AuxK active (dead latents get a second
+    W_dec gradient through autograd, so the in-place sum must meet it) and at two thread counts' worth of steps."""
+    import iclr26.interp.train as train_mod
+    from iclr26.data.sparse_dictionary import sparse_dictionary_activations
+
+    D = sparse_dictionary_activations(4096, 16, 64, 4.0, seed=3)
+    kw = dict(k=2, steps=60, batch_size=256, lr=5e-3, dead_after_tokens=256 * 5, auxk_alpha=1 / 32, init_seed=3,
+              data_seed=3)
+    with_ws = SAETrainer(128, **kw).fit(D.X)
+    assert with_ws.dead_mask_.any()  # AuxK was active
+    monkeypatch.setattr(train_mod, "TopKWorkspace", lambda sae, accumulate_grads: None)
+    without = SAETrainer(128, **kw).fit(D.X)
+    for (name, a), (_, b) in zip(with_ws.sae_.named_parameters(), without.sae_.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert with_ws.history_ == without.history_
+
+
+def test_workspace_accumulates_into_existing_grads_and_falls_back_without_them():
+    from iclr26.interp.topk_kernel import TopKWorkspace
+
+    sae = _random_sae("topk", d=16, n=64, k=6, seed=2)
+    x = torch.randn(40, 16, generator=torch.Generator().manual_seed(5))
+
+    def grads(ws):
+        recon, acts, _ = topk_autoencode(sae, x - sae.b_dec, ws)
+        ((x - recon).pow(2).sum() + 0.1 * acts.sum()).backward()
+        return {n: p.grad.clone() for n, p in sae.named_parameters()}
+
+    sae.zero_grad(set_to_none=True)
+    ref = grads(None)
+    ws = TopKWorkspace(sae, accumulate_grads=True)
+    sae.zero_grad(set_to_none=True)
+    first = grads(ws)  # no .grad yet: the gradients go through autograd
+    kept = sae.W_enc_T.grad
+    sae.zero_grad(set_to_none=False)
+    second = grads(ws)  # .grad kept and zeroed: added in place into the same tensor
+    assert sae.W_enc_T.grad is kept
+    for name in ref:
+        assert torch.equal(ref[name], first[name]) and torch.equal(ref[name], second[name]), name
+    with pytest.raises(UserError, match="another dictionary"):
+        topk_autoencode(_random_sae("topk", d=16, n=64, k=6, seed=3), x, ws)

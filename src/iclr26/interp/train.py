@@ -32,7 +32,7 @@ from iclr26.core.estimators import BaseEstimator, check_is_fitted
 from iclr26.core.progress import progress
 from iclr26.core.seed import make_generator
 from iclr26.interp.sae import SparseDictionary
-from iclr26.interp.topk_kernel import topk_autoencode
+from iclr26.interp.topk_kernel import TopKWorkspace, topk_autoencode
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ class SAETrainer(BaseEstimator):
         batches = _as_batches(X, self.batch_size, self.data_seed, hasher)
         sae: SparseDictionary | None = None
         opt = None
+        ws: TopKWorkspace | None = None
         history: list[dict[str, float]] = []
         since_fired = None
         n_tokens = 0
@@ -188,6 +189,9 @@ class SAETrainer(BaseEstimator):
                 except (RuntimeError, TypeError):
                     opt = torch.optim.Adam(params, lr=lr)
                 since_fired = torch.zeros(self.n_latents, dtype=torch.int64, device=device)
+                # reused buffers, and weight gradients added into the kept .grad tensors (zeroed in place below)
+                ws = (TopKWorkspace(sae, accumulate_grads=True)
+                      if self.activation == "topk" and self.sparse_backward else None)
             # global-batch constants, identical on every rank
             total_var = (xb - xb.mean(0)).pow(2).sum()
             lo, hi = rank * B // world, (rank + 1) * B // world
@@ -196,8 +200,20 @@ class SAETrainer(BaseEstimator):
                 for grp in opt.param_groups:
                     grp["lr"] = self.lr_for(self.n_latents) * min(1.0, (step + 1) / self.lr_warmup_steps)
             dead = since_fired > self.dead_after_tokens if self.activation == "topk" else None
-            loss, fired, stats = self._loss(sae, local, total_var, B, step, dead)
-            opt.zero_grad(set_to_none=True)
+            if ws is not None:
+                # AuxK (when dead latents exist) reaches W_enc_T and W_dec outside the kernel: then the kept weight
+                # gradients are zeroed and added to; otherwise the kernel alone writes them
+                ws.overwrite_grads = not (dead is not None and self.auxk_alpha > 0 and bool(dead.any()))
+            loss, fired, stats = self._loss(sae, local, total_var, B, step, dead, ws)
+            if ws is None:
+                opt.zero_grad(set_to_none=True)
+            else:
+                for p_ in params:
+                    if p_ is sae.W_enc_T or p_ is sae.W_dec:
+                        if not ws.overwrite_grads and p_.grad is not None:
+                            p_.grad.zero_()
+                    else:
+                        p_.grad = None
             loss.backward()
             with torch.no_grad():
                 if world > 1:
@@ -258,13 +274,14 @@ class SAETrainer(BaseEstimator):
         B: int,
         step: int,
         dead: torch.Tensor | None,
+        ws: TopKWorkspace | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Local loss, normalised by global constants; returns (loss, fired mask [n], stats)."""
         x_in = x - sae.b_dec
         n = self.n_latents
         if self.activation == "topk":
             if self.sparse_backward:
-                recon, acts, idx = topk_autoencode(sae, x_in)
+                recon, acts, idx = topk_autoencode(sae, x_in, ws)
             else:  # plain autograd reference: dense pre-activations, dense backward
                 pre = x_in @ sae.W_enc + sae.b_enc
                 vals, idx = pre.topk(self.k, dim=-1, sorted=False)
