@@ -106,7 +106,10 @@ def test_smallest_m_on_grid():
     for k in range(3):
         pos[k, 10 + 20 * k : 30 + 20 * k] = 5.0
     res = smallest_m_on_grid(pos, neg, [1, 2, 4, 8], min_fraction=0.02)
-    assert res.m == 2 and res.safe.tolist() == [0, 1]
+    assert res.m == 2 and res.safe.tolist() == [0, 1] and res.reached
+    # 5 % of 100 units is more than the 2 shared ones: no m up to 8 reaches it, and the result says so
+    short = smallest_m_on_grid(pos, neg, [1, 2, 4, 8], min_fraction=0.05)
+    assert short.m == 8 and len(short.safe) < 5 and not short.reached
     with pytest.raises(UserError, match="rule"):
         smallest_m_on_grid(pos, neg, [2], rule="x")
     with pytest.raises(UserError, match="grid"):

@@ -110,6 +110,8 @@ class UnitSets:
 
     ``sets`` [K, m]: top-m units of each pair; ``counts`` [U]: in how many sets each unit lies; ``safe``: units
     in every set (A_safe, sorted); ``soft``: units in at least ``ceil(q * K)`` sets; ``m``, ``q``.
+    ``reached``: False only from :func:`smallest_m_on_grid` when no m on its grid gave a set of the asked size
+    (the sets are then the largest m's, smaller than asked).
     """
 
     sets: torch.Tensor
@@ -118,6 +120,7 @@ class UnitSets:
     soft: torch.Tensor
     m: int
     q: float
+    reached: bool = True
 
     @property
     def n_units(self) -> int:
@@ -153,7 +156,8 @@ def smallest_m_on_grid(
     """The :class:`UnitSets` for the smallest ``m`` on ``grid`` whose set (``rule``: ``"intersection"`` =
     A_safe, ``"soft"`` = in ≥ q of the sets) holds at least ``min_fraction`` of all units.
 
-    If no m on the grid reaches it, the largest m is returned (check ``len(result.safe)``) and a warning logged.
+    If no m on the grid reaches it, the largest m is returned with ``reached=False`` (and a warning logged); a
+    grid that ends at the number of units always reaches it.
     """
     if rule not in ("intersection", "soft"):
         raise UserError(f"smallest_m_on_grid: rule={rule!r}; allowed: intersection, soft")
@@ -169,6 +173,7 @@ def smallest_m_on_grid(
         if len(chosen) >= min_fraction * res.n_units:
             return res
     log.warning("no m on %s gives a %s set of %.1f%% of units", grid, rule, 100 * min_fraction)
+    res.reached = False
     return res
 
 
