@@ -424,5 +424,14 @@ def test_workspace_accumulates_into_existing_grads_and_falls_back_without_them()
     assert sae.W_enc_T.grad is kept
     for name in ref:
         assert torch.equal(ref[name], first[name]) and torch.equal(ref[name], second[name]), name
+    # overwrite mode: a kept .grad is written, not added to; one it cannot use (here non-contiguous, full of
+    # stale values) is dropped so that autograd starts it afresh
+    ws.overwrite_grads = True
+    sae.zero_grad(set_to_none=True)
+    sae.W_enc_T.grad = torch.full_like(sae.W_enc_T, 7.0)
+    sae.W_dec.grad = torch.full((sae.W_dec.shape[1], sae.W_dec.shape[0]), 7.0).T
+    third = grads(ws)
+    for name in ref:
+        assert torch.equal(ref[name], third[name]), name
     with pytest.raises(UserError, match="another dictionary"):
         topk_autoencode(_random_sae("topk", d=16, n=64, k=6, seed=3), x, ws)

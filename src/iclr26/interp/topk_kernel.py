@@ -79,9 +79,14 @@ class TopKWorkspace:
         """The existing dense ``.grad`` to accumulate into, or None (then the gradient goes through autograd)."""
         if not self.accumulate_grads:
             return None
-        g = getattr(self, which).grad
-        if g is None or g.layout != torch.strided or g.shape != like.shape or g.dtype != like.dtype \
-                or g.device != like.device or not g.is_contiguous():
+        p = getattr(self, which)
+        g = p.grad
+        if g is None:
+            return None
+        if g.layout != torch.strided or g.shape != like.shape or g.dtype != like.dtype or g.device != like.device \
+                or not g.is_contiguous():
+            if self.overwrite_grads:  # its stale content must not be added to: autograd starts it afresh
+                p.grad = None
             return None
         return g
 
