@@ -41,7 +41,8 @@ DEFAULT_SECONDS = {
     "composable-subnetworks": 153, "reasoning-misalignment": 147, "hyper-set": 139, "ampo": 132,
     "memorization-anisotropy": 81,
 }  # fmt: skip
-# culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s
+# culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s. It was
+# measured with 59 non-cultural facts; the 120-fact set (2026-12-07) adds ~35 % to each evaluation, so it is low
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-07, clean clone, 2 CPU cores, cold cache)"
 #: ``make test`` runs the default-verdict test of the papers whose default costs at most this (DEFAULT_SECONDS): the 19
 #: defaults are 4,861 s of single-thread CPU on that machine, three quarters of the suite, and all of them put the

@@ -889,7 +889,6 @@ def _figures(ctx, recs, ev0, flags, drop_flag, drop_rand, d_safe, d_rand, cfg) -
     ctx.save_figure(fig, "asafe_ablation", "Zeroing A_safe vs random equal-size neuron sets on the base model.")
 
 
-# ---------------------------------------------------------------------------------------------- real model
 def _m_grid(grid: list[int], U: int) -> list[int]:
     """The configured top-m grid (capped at U), continued by doublings up to U.
 
@@ -902,6 +901,7 @@ def _m_grid(grid: list[int], U: int) -> list[int]:
     return g
 
 
+# ---------------------------------------------------------------------------------------------- real model
 @torch.no_grad()
 def _real_refusal(model, tok, requests: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Gemma path: teacher-forced log-odds of refusing at the decision position (the token after ``Assistant:`` in
