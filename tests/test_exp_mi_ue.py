@@ -69,3 +69,28 @@ def test_fashion_mnist_fallback_is_recorded_as_a_missing_asset(tmp_path, monkeyp
     res, ctx = _run("smoke", tmp_path, dataset="auto", defenses="none")
     assert [a["name"] for a in ctx.missing_assets] == ["Fashion-MNIST"]
     assert res.metrics["dataset_is_fashion_mnist"] == 0.0
+
+
+def test_clean_victim_gate_reads_the_lowest_seed_and_sets_claims_aside(tmp_path, monkeypatch):
+    """The validity gate decides on this run's own victims: with a bar under every clean victim the paper claims keep
+    their estimates; with a bar above the lowest seed (but under the mean) every paper claim is set aside. The
+    source-fit gates are switched off (the smoke poison does not fit), so the clean-victim gate alone decides."""
+    monkeypatch.setattr(exp, "SANITY_SOURCE", 0.0)
+    monkeypatch.setitem(exp.SANITY_CLEAN, "digits", 0.0)
+    res, _ = _run("smoke", tmp_path / "a", defenses="none", n_victim_seeds=3)
+    gate = next(c for c in res.claims if c.name == "sanity_clean_victim")
+    per_seed = [float(v) for v in gate.detail.split("per seed ")[1].split(";")[0].split("/")]
+    assert len(per_seed) == 3 and gate.estimate.unit == "exact"
+    assert abs(gate.estimate.value - min(per_seed)) < 5e-4 and gate.verdict == "held"
+    paper = sorted(c.name for c in res.claims if c.kind == "paper")
+
+    def set_aside(claims):
+        return sorted(c.name for c in claims if c.kind == "paper" and math.isnan(c.estimate.value)
+                      and c.detail.startswith("set aside"))
+
+    assert paper and set_aside(res.claims) == []
+    assert min(per_seed) < max(per_seed)  # the smoke victims differ by seed, so a bar can sit between min and mean
+    monkeypatch.setitem(exp.SANITY_CLEAN, "digits", (min(per_seed) + sum(per_seed) / 3) / 2)
+    res2, _ = _run("smoke", tmp_path / "b", defenses="none", n_victim_seeds=3)
+    assert next(c for c in res2.claims if c.name == "sanity_clean_victim").verdict == "not held"
+    assert set_aside(res2.claims) == paper
