@@ -161,3 +161,39 @@ def test_est_rejects_missing_unit_and_reversed_interval():
     with pytest.raises(UserError, match="lo > hi"):
         stats.Est(1.0, 2.0, 0.0, "seed")
     assert stats.exact(0.5).lo == 0.5 and stats.exact(0.5).unit == "exact"
+
+
+def test_seeds_to_decide_is_the_first_n_whose_t_half_width_clears_the_gap():
+    import math
+
+    from scipy import stats as sps
+
+    from iclr26.stats import seeds_to_decide, t_interval
+
+    vals = [-0.023, -0.015, -0.143]  # latent-planning's C3_effect_grows over seeds 0-2
+    est = t_interval(vals, unit="seed")
+    n = seeds_to_decide(est, 0.0)
+    sd, gap = float(np.std(vals, ddof=1)), abs(float(np.mean(vals)))
+
+    def half(k):
+        return sps.t.ppf(0.975, k - 1) * sd / math.sqrt(k)
+
+    assert n is not None and half(n) < gap <= half(n - 1)
+    assert n == 8
+    # an interval that already clears the gate needs no more seeds than it has
+    clear = t_interval([1.0, 1.1, 0.9], unit="seed")
+    assert seeds_to_decide(clear, 0.0) == 2
+    # the mean on the gate, a one-unit estimate, a bootstrap interval: no answer
+    assert seeds_to_decide(t_interval([0.1, -0.1], unit="seed"), 0.0) is None
+    assert seeds_to_decide(t_interval([0.3], unit="seed"), 0.0) is None
+    assert seeds_to_decide(stats.Est(0.1, -0.1, 0.3, "item", 50, "bootstrap"), 0.0) is None
+    assert seeds_to_decide(t_interval([0.0, 1.0, 0.0001], unit="seed"), 0.3, max_n=5) is None
+
+
+def test_an_inconclusive_seed_interval_says_how_many_seeds_would_decide_it():
+    from iclr26.claims import claim
+    from iclr26.stats import t_interval
+
+    c = claim("C1_x", "x", t_interval([-0.023, -0.015, -0.143], unit="seed"), ">=", 0.0,
+              null=t_interval([0.0, 0.01, -0.01], unit="seed"), trained=True)
+    assert c.verdict == "inconclusive" and "about 8 seeds would decide it" in c.reason

@@ -131,7 +131,15 @@ class Claim:
     def _decide(self) -> tuple[str, str]:
         v = decide(self.estimate, self.op, self.threshold)
         if v == "inconclusive":
-            why = "undefined estimate or interval (NaN)" if not self.estimate.finite else "the interval straddles the threshold"
+            if not self.estimate.finite:
+                return v, "undefined estimate or interval (NaN)"
+            why = "the interval straddles the threshold"
+            if self.estimate.unit == "seed" and self.estimate.method == "t":
+                from iclr26.stats import seeds_to_decide
+
+                n = seeds_to_decide(self.estimate, self.threshold)
+                why += (f"; at this mean and SD about {n} seeds would decide it" if n is not None
+                        else "; the mean sits too close to the threshold for any affordable number of seeds")
             return v, why
         if v == "held" and self.null_passes:
             return "no power", f"the null arm ({self.null_what or 'null'}) passes the gate too: {self.null.value:.4g}"

@@ -145,6 +145,29 @@ def t_interval(values: Any, *, unit: str = "seed", level: float = LEVEL) -> Est:
     return Est(mean, mean - half, mean + half, unit, int(v.size), "t")
 
 
+def seeds_to_decide(est: Est, threshold: float, *, level: float = LEVEL, max_n: int = 1000) -> int | None:
+    """How many units (seeds) a Student-t interval needs to clear ``threshold``, were the mean and the SD what
+    ``est`` (a :func:`t_interval` over ``est.n >= 2`` units) measured: the smallest n whose half-width
+    t_{n-1} * sd / sqrt(n) is below |mean - threshold|. ``None`` when ``est`` is not such an interval, when the
+    mean sits on the threshold, or when more than ``max_n`` units would be needed. A planning figure: the next
+    seeds move the mean and the SD too."""
+    from scipy import stats
+
+    if est.method != "t" or est.n < 2 or not est.finite:
+        return None
+    gap = abs(est.value - threshold)
+    t_now = float(stats.t.ppf(0.5 + level / 2, est.n - 1))
+    sd = (est.hi - est.value) * math.sqrt(est.n) / t_now
+    if gap == 0.0:
+        return None
+    if sd == 0.0:
+        return est.n
+    for n in range(2, max_n + 1):
+        if float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n) < gap:
+            return n
+    return None
+
+
 mean_over = t_interval  # readable alias at call sites: mean_over(per_topic, unit="topic")
 
 
