@@ -80,10 +80,10 @@ def test_seeds_are_independent_draws(tmp_path):
     assert "hyper_set_acc_s0" in a.metrics and "hyper_set_acc_s1" not in a.metrics
 
 
-def test_default_preset_skips_sudoku_and_trains_three_seeds():
+def test_default_preset_skips_sudoku_and_trains_five_seeds():
     cfg = dataclasses.replace(exp.Config(), **exp.PRESETS["default"])
-    assert cfg.seeds == 3 and cfg.sudoku_train == 0
-    assert exp.PRESETS["paper"]["sudoku_train"] > 0 and exp.PRESETS["paper"]["seeds"] >= 3
+    assert cfg.seeds == 5 and cfg.sudoku_train == 0
+    assert exp.PRESETS["paper"]["sudoku_train"] > 0 and exp.PRESETS["paper"]["seeds"] >= cfg.seeds
 
 
 def test_smoke_is_deterministic(tmp_path):
