@@ -164,10 +164,6 @@ def test_est_rejects_missing_unit_and_reversed_interval():
 
 
 def test_seeds_to_decide_is_the_first_n_whose_t_half_width_clears_the_gap():
-    import math
-
-    from scipy import stats as sps
-
     from iclr26.stats import seeds_to_decide, t_interval
 
     vals = [-0.023, -0.015, -0.143]  # latent-planning's C3_effect_grows over seeds 0-2
@@ -176,11 +172,11 @@ def test_seeds_to_decide_is_the_first_n_whose_t_half_width_clears_the_gap():
     sd, gap = float(np.std(vals, ddof=1)), abs(float(np.mean(vals)))
 
     def half(k):
-        return sps.t.ppf(0.975, k - 1) * sd / math.sqrt(k)
+        return ss.t.ppf(0.975, k - 1) * sd / math.sqrt(k)
 
     assert n is not None and half(n) < gap <= half(n - 1)
     assert n == 8
-    # an interval that already clears the gate needs no more seeds than it has
+    # an interval that already clears the gate: the smallest n that would have sufficed (here fewer than it has)
     clear = t_interval([1.0, 1.1, 0.9], unit="seed")
     assert seeds_to_decide(clear, 0.0) == 2
     # the mean on the gate, a one-unit estimate, a bootstrap interval: no answer

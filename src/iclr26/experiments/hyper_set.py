@@ -62,7 +62,7 @@ IMAGE_ARMS = ("hyper_set", "vit4", "vit1", "looped", "no_encoder")
 SUDOKU_ARMS = ("hyper_set", "transformer", "looped")
 
 HEADLINE = "C1_vs_vit4"
-# the experiment trains Config.seeds (3) training seeds of every image arm itself: the intervals are over those
+# the experiment trains Config.seeds (5) training seeds of every image arm itself: the intervals are over those
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
 _T5 = "per-seed paired differences over 1,000 test images, t-interval over 5 seeds"
 EXPECTED = {  # default preset, 5 training seeds inside the run (2026-12-07; seeds 0-2 as in the 3-seed design)

@@ -57,8 +57,8 @@ class TopKWorkspace:
     exist (the caller zeroes them with ``zero_grad(set_to_none=False)``), adds the weight gradients into them in
     place and hands autograd no tensor for those two inputs; with ``overwrite_grads`` it writes them instead, so
     they need no zeroing (only valid when nothing else in the loss reaches the two weights). Results are
-    bit-identical to the allocating path (tests/test_sae.py). Do not use ``accumulate_grads`` with hooks that expect the weight gradients to pass
-    through autograd (e.g. ``DistributedDataParallel``); ``SAETrainer`` all-reduces ``.grad`` itself.
+    bit-identical to the allocating path (tests/test_sae.py). Do not use ``accumulate_grads`` with hooks that
+    expect the weight gradients to pass through autograd (e.g. ``DistributedDataParallel``); ``SAETrainer`` all-reduces ``.grad`` itself.
     """
 
     def __init__(self, sae: SparseDictionary, accumulate_grads: bool = False):
