@@ -434,10 +434,12 @@ def latents_to_images(latents: Tensor, factor: int = 2) -> Tensor:
 
 # ---------------------------------------------------------------------------------------------- cache
 def diffusion_home() -> Path:
-    """``<cache_home()>/diffusion``: where :func:`cached_ddpm` keeps trained models."""
+    """``<cache_home()>/ddpms``: where :func:`cached_ddpm` keeps trained models. (``diffusion`` until 2026-12-07:
+    a cold-cache check that keeps the data assets and drops trained models by name, as ``verdict-check`` does
+    with ``*organism*|*ddpm*|*models*``, kept the DDPMs under the old name, so its memorization runs were warm.)"""
     from iclr26.core.paths import cache_home
 
-    return cache_home() / "diffusion"
+    return cache_home() / "ddpms"
 
 
 def ddpm_key(name: str, cfg: DDPMConfig, x0: Tensor, cond_ids: Tensor | None, train_kwargs: dict[str, Any]) -> str:
