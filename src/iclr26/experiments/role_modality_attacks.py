@@ -45,25 +45,25 @@ DESCRIPTION = (
 )
 WORKLOAD = "small"
 HEADLINE = "C1"
-# One run seed trains `bases` base organisms (8 at default); the claims are decided over them
+# One run seed trains `bases` base organisms (23 at default); the claims are decided over them. 8 bases until
+# 2026-12-07, when two machines' draws of 8 gave C1 0.460 [0.310, 0.611] (held) and 0.399 [0.215, 0.582]
+# (inconclusive); at the second's mean and SD, 22 bases clear the 0.30 gate (iclr26.stats.seeds_to_decide), plus
+# one for the new bases moving both: 23, fixed before any of bases 8-22 was trained
 SEEDS = {"smoke": 1, "default": 1, "paper": 1}
-EXPECTED = {
-    # C1, C3_cos and C3_compose: the same code, seed and preset on a second machine of the same kind (2026-12-07)
-    # trained 8 other base organisms (its kernels act like another seed) and gave other verdicts; both are declared
-    "C1": ("held", "0.460 [0.310, 0.611] over 8 bases on one machine (the lower bound 0.01 above the gate); 0.399 "
-           "[0.215, 0.582], inconclusive, on another (null 0.031)", ("inconclusive",)),
-    "C2": ("inconclusive", "1.50 [0.95, 2.05] over 8 base organisms straddles 2 (permutation null 0.56)"),
-    "C3_cos": ("held", "0.72 over 8 bases on both machines; the null perturbation's cosine 0.18 on one, 0.40 "
-               "[0.19, 0.60] on the other, where it passes the 0.3 gate too (no power)", ("no power",)),
-    "C3_specific": ("no power", "2.5 [0.7, 4.3] over 8 bases; the null perturbation's margin (0.64) is above 0 too"),
-    "C3_spearman": ("no power", "0.90 [0.82, 0.98]; the benign shift's projection also orders the settings by ASR "
-                    "(0.71): layout geometry alone passes"),
-    "C3_compose": ("inconclusive", "1.69 [1.19, 2.18] over 8 bases straddles 2 on one machine; 1.44 [0.92, 1.96], "
-                   "not held, on another (permutation null 1)", ("not held",)),
-    "C4": ("no power", "1.0 on 3 bases, and canonical-only training also removes the held-out attack (1.0)"),
-    "C4_utility": ("no power", "-0.022 [-0.07, 0.03] on 3 bases; canonical-only training also keeps accuracy "
-                   "(-0.040)"),
-    "C4_overrefusal": ("no power", "0.0 on 3 bases; canonical-only training also stays under 10 % (0.0)"),
+EXPECTED = {  # default preset, 23 bases x 2 alignment seeds, measured 2026-12-07 (docs/role-modality-attacks.md)
+    "C1": ("held", "0.441 [0.347, 0.536] over 23 bases (per base 0.19 to 0.81; bases 0-7 are the second machine's "
+           "0.399 [0.215, 0.582]); the held-out filler's null 0.032"),
+    "C2": ("not held", "1.54 [1.25, 1.84] over 23 base organisms against 2 (permutation null 0.61)"),
+    "C3_cos": ("held", "0.73 [0.68, 0.79] over the 20 bases where an attack succeeds often enough; the null "
+               "perturbation's cosine 0.16 [0.04, 0.29]"),
+    "C3_specific": ("no power", "2.0 [1.5, 2.5] over 20 bases; the null perturbation's margin (0.39) is above 0 too"),
+    "C3_spearman": ("no power", "0.90 [0.87, 0.94]; the benign shift's projection also orders the settings by ASR "
+                    "(0.80): layout geometry alone passes"),
+    "C3_compose": ("not held", "1.61 [1.29, 1.93] over 23 bases against 2 (permutation null 1)"),
+    "C4": ("no power", "1.0 on 3 bases, and canonical-only training also removes the held-out attack (0.96)"),
+    "C4_utility": ("no power", "-0.025 [-0.08, 0.03] on 3 bases; canonical-only training also keeps accuracy "
+                   "(-0.003)"),
+    "C4_overrefusal": ("no power", "0.002 on 3 bases; canonical-only training also stays under 10 % (0.003)"),
 }
 
 HARM = [f"h{i}" for i in range(10)]
@@ -83,7 +83,7 @@ class Config:
     d: int = param(64, "organism width", low=8, high=4096)
     layers: int = param(4, "organism layers", low=2, high=64)
     ff: int = param(256, "MLP width", low=8, high=16384)
-    bases: int = param(8, "independently trained base organisms (own init and data seeds); every claim is decided "
+    bases: int = param(23, "independently trained base organisms (own init and data seeds); every claim is decided "
                        "with a t-interval over them, each the mean of its alignment seeds", low=1, high=50)
     base_steps: int = param(400, "base (helpful, all layouts) training steps", low=1, high=1_000_000)
     align_steps: int = param(600, "most alignment steps (canonical only, benign replay elsewhere); alignment stops "
