@@ -59,31 +59,37 @@ DESCRIPTION = (
 WORKLOAD = "small"
 KS = (0.0, 0.25, 0.5, 1.0, 2.0)
 HEADLINE = "C1_discovery_auroc"
-SEEDS = {"smoke": 1, "default": 1, "paper": 3}
+# The default trains 3 seeds since 2026-12-07: with one, the headline moved by three seed SDs between two machines
+# of the same kind (see SEED_SPREAD below), while 3 seeds decided it the same way on both (docs, "Three seeds")
+SEEDS = {"smoke": 1, "default": 3, "paper": 3}
 #: seed-to-seed standard deviations measured at the default preset over training seeds 0, 1, 2 (``iclr26 run
 #: sae-bias-latents --seeds 3``, docs/sae-bias-latents.md, "Three training seeds"); only claims whose SD is under a
 #: quarter of the seed-0 margin: C1 AUROC 0.804 / 0.831 / 0.803, C4 rank fraction 0.016 / 0.004 / 0.004, C5 vignette
-#: cut 0 / 0 / 0. They let the one-seed default decide these claims (claims.apply_seed_spread).
+#: cut 0 / 0 / 0. They let a one-seed run (``--seeds 1``, the default until 2026-12-07) decide these claims
+#: (claims.apply_seed_spread); the 3-seed default decides every claim over its own seeds.
 # C1_discovery_auroc is no longer decided on one seed: a second machine of the same kind (2026-12-07) gave 0.849
 # [0.794, 0.899] where the seed spread was measured at 0.80, a move three times the seed SD (0.016)
 SEED_SPREAD = {"C4_attribution_top5pct": 0.0068, "C5_vignette_ablation": 0.0}
+# Default: 3 training seeds (t-interval over seeds). Measured 2026-12-07 on this machine kind; the first machine's
+# 3-seed run (2026-12-06, the same method code; docs, "Three training seeds") gave the verdicts listed third
 EXPECTED = {
-    "C1_discovery_auroc": ("inconclusive", "one training seed: held-out AUROC by context 0.80 [0.74, 0.86] over 200 "
-                           "notes on one machine, 0.85 [0.79, 0.90] on another (both would be not held against 0.9; "
-                           "seeds 0-2 on the first: 0.80 / 0.83 / 0.80); the unplanted organism 0.84 fails the gate too"),
-    "C1_top_activations": ("inconclusive", "one training seed: 0.26 [0.13, 0.40] of the top 50 on / after a group-A "
-                           "form (would be not held); 0.84 and 1.00 at seeds 1 and 2 (docs); on another machine 0.90 "
-                           "[0.82, 0.98] with the unplanted organism at 1.0 (no power)", ("no power",)),
-    "C2_stigma_vs_findings": ("inconclusive", "2.7 [1.0, 4.7] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
-    "C2_stigma_vs_group_B_latent": ("inconclusive", "1.9 [0.7, 3.3] straddles 3; 0.9 and 0.0 at seeds 1 and 2"),
-    "C3_steer_monotone": ("inconclusive", "one training seed: smallest step +0.034 [0.026, 0.042], unplanted "
-                          "-0.036 (would be held); +0.024 and +0.003 at seeds 1 and 2, where the null also rises"),
-    "C3_steer_vs_random": ("inconclusive", "one training seed: +0.048 [0.024, 0.071], unplanted -0.30 (would be "
-                           "held); -0.11 and -0.22 at seeds 1 and 2 (docs)"),
-    "C3_group_token_rises": ("inconclusive", "one training seed: +0.019 (exact, 4 vignettes; would be held); -0.36 "
-                             "and -0.30 at seeds 1 and 2 (docs)"),
-    "C4_attribution_top5pct": ("held", "held on one machine; on another the unplanted organism's value 0.016 passes the "
-                               "gate too (0.006 [0.004, 0.006]): no power", ("no power",)),
+    "C1_discovery_auroc": ("not held", "held-out AUROC by context 0.849 / 0.841 / 0.821 -> 0.837 [0.801, 0.873] over "
+                           "3 training seeds against 0.9 (the first machine: 0.813 [0.774, 0.851], not held too); the "
+                           "unplanted organism 0.823"),
+    "C1_top_activations": ("no power", "0.92 [0.87, 0.97] of the top 50 on / after a group-A form; the unplanted "
+                           "organism 0.84 passes too (first machine: 0.70 [-0.27, 1.67], inconclusive)",
+                           ("inconclusive",)),
+    "C2_stigma_vs_findings": ("not held", "0 in every seed: the latent is silent on stigmatising words (first machine "
+                              "1.19 [-2.2, 4.6], inconclusive)", ("inconclusive",)),
+    "C2_stigma_vs_group_B_latent": ("not held", "0 in every seed (first machine 0.93 [-1.4, 3.3], inconclusive)",
+                                    ("inconclusive",)),
+    "C3_steer_monotone": ("inconclusive", "smallest step +0.033 / +0.050 / -0.067 -> +0.005 [-0.15, 0.16]; unplanted "
+                          "-0.016"),
+    "C3_steer_vs_random": ("inconclusive", "-0.27 [-0.64, 0.10] straddles 0; unplanted -0.25"),
+    "C3_group_token_rises": ("not held", "-0.59 [-1.01, -0.17] (first machine -0.21 [-0.72, 0.29], inconclusive)",
+                             ("inconclusive",)),
+    "C4_attribution_top5pct": ("held", "AtP-IG rank fraction 0.009 [-0.014, 0.032] against 0.05; the unplanted "
+                               "organism's latent 0.35"),
     "C5_vignette_ablation": ("not held", "0.000 (exact) at seeds 0-2: the latent is silent on vignette prompts, "
                              "whose condition carries the group by context (P(A) = 0.85)"),
     "sanity_bias_planted": "held",
