@@ -2,7 +2,7 @@
 
 A word-level organism is pre-trained to answer in every prompt layout (the base, cached), then safety-aligned
 (harmful → ``sorry``) in the canonical layout only, with filler words before the query and benign replay in the
-attack layouts, until a pre-set stop rule holds (held-out canonical ASR ≤ 5 %). Eight independently trained base
+attack layouts, until a pre-set stop rule holds (held-out canonical ASR ≤ 5 %). Twenty-three independently trained base
 organisms with two alignment seeds each decide every claim (C4: the first alignment seed of the first three bases);
 the interval is taken over the bases, each the mean of its alignment seeds (:func:`iclr26.claims.combine_nested`).
 Refusal is measured under the eight RMA settings and a null perturbation (a filler word
