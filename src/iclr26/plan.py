@@ -38,7 +38,7 @@ DEFAULT_SECONDS = {
     "role-modality-attacks": 1449, "humof": 385, "sae-seeds": 351, "ptq-meta-weighting": 331, "sae-bias-latents": 972,
     "culture-neurons": 314, "functional-rectified-flow": 312, "latent-planning": 309, "fdfi": 265,
     "degenerate-explanations": 252, "rangeformer": 232, "nufilt": 230, "mi-ue": 540, "strategic-dishonesty": 172,
-    "composable-subnetworks": 153, "reasoning-misalignment": 147, "hyper-set": 193, "ampo": 132,
+    "composable-subnetworks": 153, "reasoning-misalignment": 735, "hyper-set": 193, "ampo": 132,
     "memorization-anisotropy": 314,
 }  # fmt: skip
 # culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s. It was
@@ -50,11 +50,14 @@ DEFAULT_SECONDS = {
 # figure, not a measurement; its cold 13-seed default took 215 s wall with two worker processes).
 # role-modality-attacks (8 -> 23 bases) and sae-bias-latents (1 -> 3 seeds), both 2026-12-07, are that CI run's
 # 504 s and 324 s scaled by 23/8 and 3 (scaled, not measured). Cold, with two worker processes, they took 633 s and
-# 591 s of wall time on a quiet 2-core machine; role-modality-attacks' one serial process at 2 threads, 1,289 s
+# 591 s of wall time on a quiet 2-core machine; role-modality-attacks' one serial process at 2 threads, 1,289 s.
+# reasoning-misalignment (1 -> 5 organisms, 2026-12-07) is that run's 147 s scaled by 5 (scaled, not measured; 819 s
+# wall cold with two worker processes while a make test shared the cores)
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-07, clean clone, 2 CPU cores, cold cache)"
 #: ``make test`` runs the default-verdict test of the papers whose default costs at most this (DEFAULT_SECONDS): the 19
 #: defaults were 4,861 s of single-thread CPU on that machine, three quarters of the suite, and all of them put the
-#: suite at 53 min against its 40-min budget (7,053 s by these figures since 2026-12-07). The rest are verified by ``make verify-defaults`` and by ``make demo``,
+#: suite at 53 min against its 40-min budget (7,641 s by these figures since 2026-12-07). The rest are verified by
+#: ``make verify-defaults`` and by ``make demo``,
 #: which compares every default run with its EXPECTED verdicts. A paper whose default gets cheaper joins CI by itself.
 CI_DEFAULT_BUDGET_S = 300
 MIN_RUN_S = 10.0  # importing torch, writing figures and the report: no run is faster
