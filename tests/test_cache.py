@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from iclr26.core.cache import KINDS, clear_cache, list_cache
+from iclr26.core.cache import KINDS, _homes, clear_cache, list_cache
 from iclr26.core.errors import UserError
 
 # ../shared/tools/verdict-check builds a "cold" cache by linking every top-level folder of the user's cache except
@@ -20,13 +20,6 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ICLR26_CACHE", str(tmp_path))
     monkeypatch.delenv("ICLR26_ORGANISMS", raising=False)
     return tmp_path
-
-
-def _homes():
-    from iclr26.diffusion.ddpm import diffusion_home
-    from iclr26.lm.train import organisms_home
-
-    return {"organisms": organisms_home(), "diffusion": diffusion_home()}
 
 
 def test_trained_model_folders_are_ones_a_cold_cache_check_drops(cache):
