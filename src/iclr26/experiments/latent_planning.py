@@ -60,10 +60,10 @@ EXPECTED = {
                 "held): random latents of the partner item move the article more"),
     "C3_coverage_grows": ("inconclusive", "coverage is 1.0 at every width (saturated: a random other noun's latents "
                           "cover 0.97-1.0 of items too), change 0 [0, 0] would be held, but on one training seed"),
-    "C3_effect_grows": ("inconclusive", "one training seed: -0.023 [-0.102, -0.001] on one machine (the drop falls "
-                        "0.072 -> 0.048 -> 0.029 from d = 32 to 128), +0.016 [-0.073, 0.038] on another; with "
-                        "--seeds 8 (2026-12-07): -0.026 [-0.057, 0.005], still inconclusive (~11 seeds would decide "
-                        "it), while C1_zero_drop, C1_x5, C2_swap and C3_coverage are not held"),
+    "C3_effect_grows": ("inconclusive", "one training seed: -0.023 [-0.102, -0.001] on one machine, +0.016 "
+                        "[-0.073, 0.038] on another; --seeds 8: -0.026 [-0.057, 0.005] (~11 seeds would decide it); "
+                        "--seeds 12, fixed before seeds 8-11 ran (2026-12-07): -0.032 [-0.057, -0.007], not held "
+                        "(thin: 0.6 SE), as are C1_zero_drop, C1_x5, C2_swap and C3_coverage"),
     "C4_heldout_above_chance": ("inconclusive", "0.31 [0.12, 0.56] over 16 held-out nouns straddles 0.5 (chance; "
                                 "the spec's pilot expects chance at this scale)"),
     "C4_heldout_rises": ("inconclusive", "-0.125 [-0.44, 0.19] over 16 held-out nouns straddles 0"),
