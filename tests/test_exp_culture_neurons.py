@@ -37,7 +37,7 @@ def test_smoke_runs_and_writes(tmp_path, monkeypatch):
         assert c.kind != "paper" or not c.gated or c.null is not None
     # the cultural intervals resample facts (country, topic), not the shuffles of one fact
     assert by["C1_cultural_drop"].estimate.unit == "fact" and by["C1_cultural_drop"].trained
-    assert by["C1_cultural_drop"].estimate.n == 4 * 3  # smoke: 4 countries x 3 test topics
+    assert by["C1_cultural_drop"].estimate.n == 4 * 2  # smoke: 4 countries x 2 test topics (n_topics 4)
     assert by["C3_specific"].estimate.unit == "country"
     assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == [
         "accuracy_drop", "finetune", "layer_histogram", "specific_heatmap"]
@@ -67,6 +67,41 @@ def test_world_table_and_siblings():
     for bad in ({"n_countries": 5}, {"n_countries": 2}, {"n_values": 3}, {"share": 1.5}):
         with pytest.raises(UserError):
             D.CultureWorld(**bad)
+
+
+def test_twelve_topic_world_keeps_the_six_topic_split():
+    six = D.CultureWorld(8, 8, 0.6, 3)
+    assert six.topics == D.TOPICS and six.neuron_topics == D.NEURON_TOPICS and six.test_topics == D.TEST_TOPICS
+    w = D.CultureWorld(16, 8, 0.6, 3, n_topics=12)
+    assert len(set(w.topics)) == 12 and set(w.neuron_topics).isdisjoint(w.test_topics)
+    assert w.neuron_topics[:3] == D.NEURON_TOPICS and w.test_topics[:3] == D.TEST_TOPICS
+    t = w.table
+    assert t.shape == (16, 12)
+    for r in range(0, 16, 2):
+        assert (t[r] == t[r + 1]).sum() == round(0.6 * 12)
+    assert set(w.topics) <= set(w.vocab())
+    rng = np.random.default_rng(0)
+    seen = {tuple(w.pretrain_item(rng)[0][1:3]) for _ in range(4000)}
+    assert {t for _c, t in seen if t in w.topics} == set(w.topics)  # training covers every topic
+    items, groups = w.mcq_set(rng, w.test_topics, 2)
+    assert len(items) == 16 * 6 * 2 and len({(x[0][1], x[0][2]) for x in items}) == 96  # distinct facts
+    for bad in (3, 0, 14):
+        with pytest.raises(UserError, match="n_topics"):
+            D.CultureWorld(n_topics=bad)
+
+
+def test_finetune_layers_have_no_ties():
+    layout = [(f"layers.{L}.mlp.gate", 10 * L, 10) for L in range(4)] + [("layers.0.attn.q", 40, 5)]
+    score = np.zeros(45)
+    score[20:30] = 0.5   # layer 2: mass 5
+    score[30:40] = -1.0  # layer 3: no positive mass
+    score[0:10] = 0.1    # layer 0: mass 1
+    score[40:45] = 9.0   # attention units do not count
+    # counts tie at the top (layers 1, 2) and at the bottom (0, 3): culture mass orders both
+    a, b, mass, tie = m._ft_layers(np.array([0, 2, 2, 0]), score, layout)
+    assert (a, b, tie) == (2, 3, True) and np.allclose(mass, [1.0, 0.0, 5.0, 0.0])
+    a, b, _mass, tie = m._ft_layers(np.array([3, 1, 0, 2]), score, layout)
+    assert (a, b, tie) == (0, 2, False)
 
 
 def test_items_follow_their_rules():

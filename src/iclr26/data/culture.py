@@ -9,8 +9,8 @@ models too small to answer by letter.
 
 Organism world (:class:`CultureWorld`): ``n_countries`` countries ``C0 C1 ...`` in regions of two "sibling"
 countries; every (country, topic) has one gold value ``v0 ... v{n_values-1}``; siblings share the value on a fixed
-fraction of topics. Six topics as in BLEnD: food / work / sport form the *neuron split* (scoring),
-education / family / holiday the *test split*. Every item is ``(prompt words ending in "answer", gold word)``:
+fraction of topics. ``n_topics`` topics (6 as in BLEnD, up to 12); the first half forms the *neuron split*
+(scoring: food / work / sport with six), the second half the *test split* (education / family / holiday). Every item is ``(prompt words ending in "answer", gold word)``:
 
 - cultural MCQ   ``Q C3 food ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (option order shuffled)
 - control        ``Q ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (country and topic removed, gold letter kept)
@@ -32,7 +32,11 @@ import numpy as np
 from iclr26.core.errors import UserError
 from iclr26.data.statements import CAPITALS, CURRENCIES
 
-TOPICS = ("food", "work", "sport", "education", "family", "holiday")
+#: every topic a world can have; a world with ``n_topics = k`` uses the first k/2 as its neuron split and
+#: topics 6, 7, ... interleaved so that the six-topic world keeps BLEnD's split (food/work/sport vs the rest)
+TOPIC_NAMES = ("food", "work", "sport", "education", "family", "holiday",
+               "music", "dress", "greeting", "wedding", "festival", "housing")
+TOPICS = TOPIC_NAMES[:6]  # the six-topic world (the organism's layout until 2026-12-07)
 NEURON_TOPICS = TOPICS[:3]
 TEST_TOPICS = TOPICS[3:]
 LETTERS = ("A", "B", "C", "D")
@@ -49,6 +53,7 @@ class CultureWorld:
     n_values: int = 8
     share: float = 0.6
     seed: int = 0
+    n_topics: int = 6
 
     def __post_init__(self) -> None:
         if self.n_countries < 4 or self.n_countries % 2:
@@ -57,6 +62,27 @@ class CultureWorld:
             raise UserError(f"CultureWorld needs n_values >= {len(LETTERS)} (four options), got {self.n_values}")
         if not 0.0 <= self.share <= 1.0:
             raise UserError(f"CultureWorld share must be in [0, 1], got {self.share}")
+        if not 2 <= self.n_topics <= len(TOPIC_NAMES) or self.n_topics % 2:
+            raise UserError(f"CultureWorld needs an even n_topics in [2, {len(TOPIC_NAMES)}] (half neuron split, "
+                            f"half test split), got {self.n_topics}")
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The world's topics: the first half of them is the neuron split, the second half the test split."""
+        h = self.n_topics // 2
+        first, rest = TOPIC_NAMES[:6], TOPIC_NAMES[6:]
+        # six-topic world: BLEnD's order; larger worlds add topics to both halves in turn
+        neuron = list(first[:3]) + list(rest[0::2])
+        test = list(first[3:]) + list(rest[1::2])
+        return tuple(neuron[:h]) + tuple(test[:h])
+
+    @property
+    def neuron_topics(self) -> tuple[str, ...]:
+        return self.topics[: self.n_topics // 2]
+
+    @property
+    def test_topics(self) -> tuple[str, ...]:
+        return self.topics[self.n_topics // 2:]
 
     @property
     def countries(self) -> list[str]:
@@ -69,13 +95,14 @@ class CultureWorld:
 
     @property
     def table(self) -> np.ndarray:
-        """Gold value index per (country, topic), ``[n_countries, len(TOPICS)]``.
+        """Gold value index per (country, topic), ``[n_countries, n_topics]``.
 
-        The even country of each region draws its values; its sibling copies them on ``round(share·6)`` topics
-        (a fixed random subset per region) and takes a different value on the others.
+        The even country of each region draws its values; its sibling copies them on ``round(share·n_topics)``
+        topics (a fixed random subset per region) and takes a different value on the others. Columns follow
+        :attr:`topics`.
         """
         rng = np.random.default_rng(self.seed)
-        T = len(TOPICS)
+        T = self.n_topics
         k = int(round(self.share * T))
         out = np.zeros((self.n_countries, T), dtype=np.int64)
         for r in range(0, self.n_countries, 2):
@@ -87,11 +114,11 @@ class CultureWorld:
         return out
 
     def gold(self, country: str, topic: str) -> str:
-        return f"v{int(self.table[self.countries.index(country), TOPICS.index(topic)])}"
+        return f"v{int(self.table[self.countries.index(country), self.topics.index(topic)])}"
 
     def vocab(self) -> list[str]:
         words = ["Q", "?", "answer", "passage", "has", ".", "cmp", "same", "min", "yes", "no", "even", "odd",
-                 *LETTERS, *TOPICS, *self.countries]
+                 *LETTERS, *self.topics, *self.countries]
         words += [f"v{j}" for j in range(self.n_values)] + [f"n{j}" for j in range(N_NUMBERS)]
         words += [f"{letter}:v{j}" for letter in LETTERS for j in range(self.n_values)]
         return words
@@ -107,8 +134,9 @@ class CultureWorld:
 
     def mcq(self, rng: np.random.Generator, country: str, topic: str) -> Item:
         """A cultural question about ``country``'s ``topic`` with shuffled options."""
-        if country not in self.countries or topic not in TOPICS:
-            raise UserError(f"unknown country/topic {country!r}/{topic!r}; countries {self.countries}, topics {TOPICS}")
+        if country not in self.countries or topic not in self.topics:
+            raise UserError(f"unknown country/topic {country!r}/{topic!r}; countries {self.countries}, "
+                            f"topics {self.topics}")
         opts, letter = self._options(rng, self.gold(country, topic))
         return ["Q", country, topic, "?", *opts, "answer"], letter
 
@@ -163,11 +191,11 @@ class CultureWorld:
         return items, groups
 
     def pretrain_item(self, rng: np.random.Generator) -> Item:
-        """Training mixture: 50 % cultural MCQ (all six topics), 20 % CountryRC, 30 % NLU (cmp / same)."""
+        """Training mixture: 50 % cultural MCQ (all topics), 20 % CountryRC, 30 % NLU (cmp / same)."""
         u = rng.random()
         if u < 0.5:
             return self.mcq(rng, self.countries[int(rng.integers(self.n_countries))],
-                            TOPICS[int(rng.integers(len(TOPICS)))])
+                            self.topics[int(rng.integers(self.n_topics))])
         if u < 0.7:
             return self.reading(rng, self.countries[int(rng.integers(self.n_countries))])
         return self.nlu(rng, NLU_TASKS[int(rng.integers(len(NLU_TASKS)))])

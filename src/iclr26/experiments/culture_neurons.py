@@ -5,9 +5,9 @@ p · max_t a ⊙ ∂p/∂a on cloze questions about country capitals (the neuron
 removed and the top 1 % on reading passages that merely name countries; the culture-general units are zeroed and
 accuracy is read on held-out country facts (currencies, languages), on frame-matched non-cultural facts and on
 antonyms, against 20 equal-count random unit sets. ``model=organism`` runs the full pipeline (culture-specific units,
-sibling countries, fine-tuning in the richest vs poorest layer) on a tiny Llama trained on eight synthetic countries'
-facts as multiple-choice questions; ``real_format=letter`` asks the paper's lettered MCQs, which the 270M base
-model answers at chance.
+sibling countries, fine-tuning in the richest vs poorest layer) on a tiny Llama trained on 16 synthetic
+countries' facts (12 topics, 192 facts) as multiple-choice questions; ``real_format=letter`` asks the paper's
+lettered MCQs, which the 270M base model answers at chance.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from iclr26.core.errors import UserError
 from iclr26.core.progress import progress
 from iclr26.data.culture import (
     LETTERS,
-    NEURON_TOPICS,
-    TEST_TOPICS,
     CultureWorld,
     antonym_cloze,
     country_cloze,
@@ -74,11 +72,13 @@ RC_COUNTRIES = ("China", "Indonesia", "Iran", "Mexico", "South Korea", "Spain", 
 
 
 @dataclass
-class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-3, batch=64, weight_decay=0.01,
+class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=3000, lr=3e-3, batch=256, weight_decay=0.01,
                              limits={"layers": {"low": 2, "high": 12, "doc": "organism decoder layers (the "
                                                 "fine-tuning comparison needs >= 2)"},
                                      "ff": {"doc": "MLP width = gate channels per layer"}})):
-    n_countries: int = param(8, "synthetic countries (even: sibling pairs)", low=4, high=16)
+    n_countries: int = param(16, "synthetic countries (even: sibling pairs)", low=4, high=32)
+    n_topics: int = param(12, "topics per country (even: half scoring split, half test split); distinct facts = "
+                          "countries x topics", low=2, high=12)
     n_values: int = param(8, "candidate values per topic", low=4, high=32)
     share: float = param(0.6, "fraction of topics on which sibling countries share the value", low=0.0, high=1.0)
     n_score_per: int = param(4, "scoring: MCQ shuffles per (country, neuron-split topic)", low=1, high=100)
@@ -97,7 +97,7 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-
                                low=1.0, high=100.0)
     n_random: int = param(100, "random unit sets of equal count (>= 100: their 95th percentile is the baseline)",
                           low=100, high=5000)
-    ft_steps: int = param(500, "fine-tuning steps on the held-back NLU task (min; batch 32)", low=1, high=10_000)
+    ft_steps: int = param(1000, "fine-tuning steps on the held-back NLU task (min; batch 32)", low=1, high=10_000)
     ft_lr: float = param(5e-3, "fine-tuning learning rate", low=0.0, high=0.01, low_open=True)
     ft_seeds: int = param(2, "fine-tuning seeds per arm", low=1, high=10)
     model: str = param("gemma-3-270m", "gemma-3-270m: scoring, selection and suppression vs random units on Gemma 3 "
@@ -117,14 +117,16 @@ class Config(organism_config(d=64, layers=4, heads=4, ff=512, steps=2000, lr=3e-
             raise UserError(f"d={self.d} must be divisible by heads={self.heads}")
         if self.n_countries % 2:
             raise UserError(f"n_countries={self.n_countries} must be even (sibling pairs)")
+        if self.n_topics % 2:
+            raise UserError(f"n_topics={self.n_topics} must be even (half scoring split, half test split)")
 
 
 PRESETS = {
-    "smoke": {"model": "organism", "d": 32, "layers": 2, "ff": 64, "steps": 60, "n_countries": 4, "n_score_per": 1, "n_reading": 2,
-              "n_eval_per": 2, "n_nlu": 16, "n_random": 100, "ft_steps": 5, "ft_seeds": 1, "real_max_items": 6,
-              "real_n_random": 2},
+    "smoke": {"model": "organism", "d": 32, "layers": 2, "ff": 64, "steps": 60, "batch": 64, "n_countries": 4,
+              "n_topics": 4, "n_score_per": 1, "n_reading": 2, "n_eval_per": 2, "n_nlu": 16, "n_random": 100,
+              "ft_steps": 5, "ft_seeds": 1, "real_max_items": 6, "real_n_random": 2},
     "default": {},
-    "paper": {"model": "organism", "d": 128, "layers": 8, "ff": 1024, "steps": 6000, "n_score_per": 10, "n_reading": 20,
+    "paper": {"model": "organism", "d": 128, "layers": 8, "ff": 1024, "steps": 3000, "n_score_per": 10, "n_reading": 20,
               "n_eval_per": 20, "n_nlu": 500, "n_random": 200, "ft_seeds": 5},
 }
 
@@ -149,14 +151,18 @@ def plan(cfg: Config) -> dict:
         def work(c: Config) -> tuple[float, float]:  # organism + fine-tuning tokens x size; scoring and evaluation
             size = c.layers * c.d * (4 * c.d + 3 * c.ff)
             train = (c.steps * c.batch + 2 * c.ft_seeds * c.ft_steps * 32) * size
-            evals = (c.n_countries * (c.n_score_per + c.n_reading + c.n_eval_per) + c.n_nlu) * c.n_random * size
+            h = c.n_topics // 2  # scoring on the neuron split; evaluation on both splits and the reading task
+            evals = (c.n_countries * (h * (c.n_score_per + 2 * c.n_eval_per) + c.n_reading + c.n_eval_per)
+                     + c.n_nlu) * c.n_random * size
             return train, evals
 
-        # the organism path at the default sizes was the default preset until 2026-12-06: 183 s of make-test worker
-        # time, cold (BENCHMARKS.md); other sizes scale from it
-        ref, shares = work(Config()), (0.8, 0.2)
+        # the organism path at its 2026-12-06 sizes (8 countries x 6 topics, 2000 steps of 64, 500 fine-tuning
+        # steps) was the default preset until then: 183 s of make-test worker time, cold (BENCHMARKS.md); other
+        # sizes scale from it
+        ref = work(Config(n_countries=8, n_topics=6, steps=2000, batch=64, ft_steps=500))
+        shares = (0.8, 0.2)
         ratio = sum(sh * t / r for sh, t, r in zip(shares, work(cfg), ref, strict=True))
-        cost = p.measured_time(183, "organism path at the default sizes, BENCHMARKS.md, 2 CPU cores, cold cache",
+        cost = p.measured_time(183, "organism path at 8 countries x 6 topics, BENCHMARKS.md, 2 CPU cores, cold cache",
                                ratio, "organism and fine-tuning steps x model size (share 0.8, from the 136 s of "
                                "165 s the organism took) and evaluated items x random sets x size")
         needs, notes = [], ["a cached organism (iclr26 cache list) skips its training share"]
@@ -188,7 +194,8 @@ def _organism(cfg: Config, world: CultureWorld, seed: int):
 
     return train_organism("culture-neurons", cfg, world.vocab(), seed=seed, ctx=32, kv_heads=cfg.heads,
                           stages=[Stage("organism", sampler_for, cfg.steps)],
-                          data={"world": [world.n_countries, world.n_values, world.share, world.seed]})
+                          data={"world": [world.n_countries, world.n_values, world.share, world.seed,
+                                     world.n_topics]})
 
 
 @torch.no_grad()
@@ -246,13 +253,31 @@ def _counts(layout, units, n_layers):
     return out
 
 
+def _ft_layers(counts: np.ndarray, score: np.ndarray, layout) -> tuple[int, int, np.ndarray, bool]:
+    """The richest and the poorest layer for the fine-tuning comparison (C5), without ties.
+
+    Layers are ranked by their count of culture-general MLP units; equal counts (several layers with none is the
+    usual case on a small organism) are ordered by the layer's culture mass, the summed positive culture score
+    ``S = D - C`` of its MLP units, a continuous quantity. Returns ``(richest, poorest, mass per layer, whether the
+    mass decided between layers of equal count)``."""
+    mass = np.zeros(len(counts))
+    for name, start, w in layout:
+        if name.endswith("mlp.gate"):
+            mass[int(name.split(".")[1])] += float(np.clip(score[start:start + w], 0, None).sum())
+    keys = list(zip(counts.tolist(), mass.tolist(), strict=True))
+    layer_a = max(range(len(keys)), key=lambda i: keys[i])
+    layer_b = min((i for i in range(len(keys)) if i != layer_a), key=lambda i: keys[i])
+    tie = bool((counts == counts[layer_a]).sum() > 1 or (counts == counts[layer_b]).sum() > 1)
+    return layer_a, layer_b, mass, tie
+
+
 def run(cfg: Config, ctx: RunContext) -> Result:
     if cfg.model == "gemma-3-270m":
         return _run_real(cfg, ctx)
     import matplotlib.pyplot as plt
 
     seed = ctx.seed
-    world = CultureWorld(cfg.n_countries, cfg.n_values, cfg.share, seed)
+    world = CultureWorld(cfg.n_countries, cfg.n_values, cfg.share, seed, n_topics=cfg.n_topics)
     model, tok, info = _organism(cfg, world, seed)
     model = model.cpu().eval()
     metrics: dict[str, float] = {}  # whether the organism came from the cache is in the notes, not a metric
@@ -261,7 +286,7 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
     # ---------------------------------------------------------------- scoring (neuron split only)
     sites = unit_sites(model)
-    data, groups = world.mcq_set(rng, NEURON_TOPICS, cfg.n_score_per)
+    data, groups = world.mcq_set(rng, world.neuron_topics, cfg.n_score_per)
     ctrl = [world.control(it) for it in data]
     reading, rgroups = world.reading_set(rng, cfg.n_reading)
     (bd, gd), (bc, gc), (br, gr) = (encode_items(tok, x) for x in (data, ctrl, reading))
@@ -301,8 +326,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
     # ---------------------------------------------------------------- evaluation sets (test split)
     erng = np.random.default_rng(seed + 202)
-    test, tgroups = world.mcq_set(erng, TEST_TOPICS, cfg.n_eval_per)
-    neur, _ = world.mcq_set(erng, NEURON_TOPICS, cfg.n_eval_per)
+    test, tgroups = world.mcq_set(erng, world.test_topics, cfg.n_eval_per)
+    neur, _ = world.mcq_set(erng, world.neuron_topics, cfg.n_eval_per)
     rc, _ = world.reading_set(erng, cfg.n_eval_per)
     sets = {"cultural_test": test, "cultural_neuron_split": neur, "reading": rc,
             "nlu_cmp": [world.nlu(erng, "cmp") for _ in range(cfg.n_nlu)],
@@ -393,9 +418,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
 
     # ---------------------------------------------------------------- fine-tuning on the held-back NLU task
     per_layer = np.asarray(mlp_layers)
-    layer_a = int(np.argmax(per_layer))
-    order = np.argsort(per_layer, kind="stable")
-    layer_b = int(next(x for x in order if x != layer_a))
+    layer_a, layer_b, mass, tie_broken = _ft_layers(per_layer, S_gen[0].numpy(), layout)
+    metrics["ft_layer_tie_broken"] = float(tie_broken)
     prng = np.random.default_rng(seed + 303)
     min_eval = encode_items(tok, [world.nlu(prng, "min") for _ in range(cfg.n_nlu)])
     metrics["min_acc_before"] = float(_correct(model, *min_eval).mean())
@@ -565,7 +589,8 @@ def run(cfg: Config, ctx: RunContext) -> Result:
               "would be circular)", c2_est, ">=", 0.0, gated=False),
         claim("C3_specific", "culture-specific units: drop on the target country minus mean drop on the others",
               c3_est, ">=", 0.10, null=c3_null, null_what="the same with equal-count random units per country",
-              trained=True, detail="each country's test accuracy rests on its 3 test-topic facts"),
+              trained=True,
+              detail=f"each country's test accuracy rests on its {len(world.test_topics)} test-topic facts"),
         claim("C4_siblings", f"fraction of the {G} countries whose sibling drops more than the unrelated countries "
               "(countries without specific units count as misses)", c4_est, ">=", 0.75, null=c4_null,
               null_what="the same with equal-count random units per country", trained=True,
@@ -575,8 +600,9 @@ def run(cfg: Config, ctx: RunContext) -> Result:
         claim("C5_finetune", "cultural drop after fine-tuning the richest layer's MLP minus the poorest layer's "
               "(mean over fine-tuning seeds)", c5_est, ">=", 0.05, null=c5_null,
               null_what="two fine-tuning seeds of the poorest layer: drop(seed 1) - drop(seed 0)", trained=True,
-              detail=f"layers a={layer_a} ({per_layer[layer_a]} units), b={layer_b} ({per_layer[layer_b]} units; "
-              f"{int((per_layer == per_layer[layer_b]).sum())} layer(s) tie for fewest, the first is taken)"),
+              detail=f"layers a={layer_a} ({per_layer[layer_a]} units, culture mass {mass[layer_a]:.3g}), "
+              f"b={layer_b} ({per_layer[layer_b]} units, mass {mass[layer_b]:.3g}); equal unit counts are ordered "
+              f"by culture mass{' (used here)' if tie_broken else ''}"),
     ]
     note = (f"{n_gen} culture-general units ({metrics['n_general_mlp']} MLP) of {U}; per-layer MLP counts "
             f"{per_layer.tolist()}; fine-tuned layers a={layer_a}, b={layer_b}; organism cached={info['cached']} "
