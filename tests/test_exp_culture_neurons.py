@@ -63,6 +63,7 @@ def test_world_table_and_siblings():
         assert (t[r] == t[r + 1]).sum() == k
         assert w.sibling(f"C{r}") == f"C{r + 1}" and w.sibling(f"C{r + 1}") == f"C{r}"
     assert np.array_equal(t, D.CultureWorld(8, 8, 0.6, 3).table)  # deterministic
+    assert t is w.table and not t.flags.writeable  # built once per world; callers cannot alter the facts
     assert (D.CultureWorld(8, 8, 1.0, 3).table[::2] == D.CultureWorld(8, 8, 1.0, 3).table[1::2]).all()
     for bad in ({"n_countries": 5}, {"n_countries": 2}, {"n_values": 3}, {"share": 1.5}):
         with pytest.raises(UserError):

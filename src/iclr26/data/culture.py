@@ -10,7 +10,8 @@ models too small to answer by letter.
 Organism world (:class:`CultureWorld`): ``n_countries`` countries ``C0 C1 ...`` in regions of two "sibling"
 countries; every (country, topic) has one gold value ``v0 ... v{n_values-1}``; siblings share the value on a fixed
 fraction of topics. ``n_topics`` topics (6 as in BLEnD, up to 12); the first half forms the *neuron split*
-(scoring: food / work / sport with six), the second half the *test split* (education / family / holiday). Every item is ``(prompt words ending in "answer", gold word)``:
+(scoring: food / work / sport with six), the second half the *test split* (education / family / holiday).
+Every item is ``(prompt words ending in "answer", gold word)``:
 
 - cultural MCQ   ``Q C3 food ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (option order shuffled)
 - control        ``Q ? A:v2 B:v5 C:v1 D:v7 answer`` -> ``B`` (country and topic removed, gold letter kept)
@@ -26,14 +27,15 @@ tokens only after a slow induction-like phase change, which the CPU budget does 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from iclr26.core.errors import UserError
 from iclr26.data.statements import CAPITALS, CURRENCIES
 
-#: every topic a world can have; a world with ``n_topics = k`` uses the first k/2 as its neuron split and
-#: topics 6, 7, ... interleaved so that the six-topic world keeps BLEnD's split (food/work/sport vs the rest)
+#: every topic a world can have. The first six keep BLEnD's split (food/work/sport score, the other three test);
+#: topics 7-12 join the two halves in turn (see CultureWorld.topics)
 TOPIC_NAMES = ("food", "work", "sport", "education", "family", "holiday",
                "music", "dress", "greeting", "wedding", "festival", "housing")
 TOPICS = TOPIC_NAMES[:6]  # the six-topic world (the organism's layout until 2026-12-07)
@@ -66,7 +68,7 @@ class CultureWorld:
             raise UserError(f"CultureWorld needs an even n_topics in [2, {len(TOPIC_NAMES)}] (half neuron split, "
                             f"half test split), got {self.n_topics}")
 
-    @property
+    @cached_property
     def topics(self) -> tuple[str, ...]:
         """The world's topics: the first half of them is the neuron split, the second half the test split."""
         h = self.n_topics // 2
@@ -93,7 +95,7 @@ class CultureWorld:
         """The other country of the same region (C0-C1, C2-C3, ...)."""
         return f"C{int(country[1:]) ^ 1}"
 
-    @property
+    @cached_property  # read on every MCQ the corpus draws: built once (read-only), not per item
     def table(self) -> np.ndarray:
         """Gold value index per (country, topic), ``[n_countries, n_topics]``.
 
@@ -111,6 +113,7 @@ class CultureWorld:
             shared[rng.permutation(T)[:k]] = True
             other = (out[r] + rng.integers(1, self.n_values, T)) % self.n_values
             out[r + 1] = np.where(shared, out[r], other)
+        out.setflags(write=False)
         return out
 
     def gold(self, country: str, topic: str) -> str:
