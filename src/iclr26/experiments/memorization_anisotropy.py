@@ -68,7 +68,7 @@ DESCRIPTION = (
     "S-guided prompt-embedding mitigation against N-only and a random perturbation of the same norm."
 )
 
-WORKLOAD = "small"  # a 0.2M-parameter UNet on 4x4 latents: one intra-op thread (iclr26.core.threads)
+WORKLOAD = "small"  # a 0.18M-parameter UNet on 4x4 latents: one intra-op thread (iclr26.core.threads)
 PAPER_WEIGHTS = (1.0, 2.0)  # the official gamma for SD v1.4, reported on raw (unscaled) N and C
 LATENT = (4, 4, 4)
 UNET_COST = 15 * 128**2 * 3  # plan(): the default UNet2D (hidden 64) per call, in MLP width^2 x depth units
