@@ -122,7 +122,7 @@ class Config:
     jitter_noise: float = param(0.1, "pixel noise sd of the narrow prompts' jittered copies", low=0.0, high=1.0)
     backbone: str = param("unet2d", "denoiser: FiLM MLP, diffusers UNet2DModel or UNet2DConditionModel",
                           choices=["mlp", "unet2d", "unet2dcond"])
-    hidden: int = param(64, "unet channels are hidden/4 and hidden/2; the MLP's width (128 in docs)", low=16, high=2048)
+    hidden: int = param(64, "unet channels are hidden/4 and hidden/2; the MLP's width (128 in docs)", low=32, high=2048)
     depth: int = param(3, "MLP residual FiLM blocks", low=1, high=16)
     cond_dim: int = param(32, "prompt-embedding width", low=4, high=1024)
     train_steps: int = param(2000, "AdamW steps of DDPM training (cached afterwards)", low=1, high=1_000_000)
