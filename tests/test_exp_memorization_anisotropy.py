@@ -83,3 +83,16 @@ def test_config_rules():
     # issue 27: the default denoiser sees the 4x4 grid, so C's per-position channel cosine means what it means in SD
     assert exp.Config().backbone in ("unet2d", "unet2dcond")
     assert dataclasses.replace(exp.Config(), **exp.PRESETS["smoke"]).backbone == exp.Config().backbone
+
+
+def test_mlp_at_the_unet_width_warns(caplog):
+    # hidden's default (64) sizes the UNet; `--set backbone=mlp` alone would silently give a narrower MLP than the
+    # 128-wide one the docs report, so the config says so
+    with caplog.at_level("WARNING", logger=exp.__name__):
+        check_config(dataclasses.replace(exp.Config(), backbone="mlp"))
+    assert "hidden=128" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=exp.__name__):
+        check_config(dataclasses.replace(exp.Config(), backbone="mlp", hidden=128))
+        check_config(exp.Config())
+    assert "hidden=128" not in caplog.text

@@ -162,6 +162,10 @@ class Config:
             raise UserError("too many memorized + narrow prompts for the 1797 digits (need < 1700)")
         if self.backbone != "mlp" and self.hidden % 32:
             raise UserError(f"unet backbones need hidden divisible by 32 (channels hidden/4, hidden/2), got {self.hidden}")
+        if self.backbone == "mlp" and self.hidden == 64:
+            # hidden's default (64) sizes the UNet; the MLP arm the docs report is 128 wide
+            log.warning("memorization-anisotropy: backbone=mlp with hidden=64 (the UNet's default); the MLP results "
+                        "in docs/memorization-anisotropy.md use --set hidden=128")
 
 
 PRESETS = {
