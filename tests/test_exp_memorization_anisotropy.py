@@ -85,12 +85,15 @@ def test_config_rules():
     assert dataclasses.replace(exp.Config(), **exp.PRESETS["smoke"]).backbone == exp.Config().backbone
 
 
-def test_mlp_at_the_unet_width_warns(caplog):
+def test_mlp_at_the_unet_width_warns(caplog, monkeypatch):
     # hidden's default (64) sizes the UNet; `--set backbone=mlp` alone would silently give a narrower MLP than the
-    # 128-wide one the docs report, so the config says so
+    # 128-wide one the docs report, so the config says so, once per process
+    monkeypatch.setattr(exp, "_WARNED_MLP_WIDTH", False)
     with caplog.at_level("WARNING", logger=exp.__name__):
         check_config(dataclasses.replace(exp.Config(), backbone="mlp"))
-    assert "hidden=128" in caplog.text
+        check_config(dataclasses.replace(exp.Config(), backbone="mlp"))
+    assert caplog.text.count("hidden=128") == 1
+    monkeypatch.setattr(exp, "_WARNED_MLP_WIDTH", False)
     caplog.clear()
     with caplog.at_level("WARNING", logger=exp.__name__):
         check_config(dataclasses.replace(exp.Config(), backbone="mlp", hidden=128))
